@@ -1,0 +1,81 @@
+# Concert — thin wrapper around meson/ninja that also installs what a fresh
+# Debian 12 machine is missing. See README.md.
+BUILD      ?= build
+PREFIX     ?= /usr/local
+SYSCONFDIR ?= /etc/concert
+MESON_OPTS ?=
+
+BUILD_PKGS := g++ make meson ninja-build pkg-config python3 libevent-dev libssl-dev \
+              libboost-dev libyaml-cpp-dev doctest-dev libbenchmark-dev node-llhttp
+TEST_PKGS  := curl chromium mandoc procps
+BENCH_PKGS := wrk haproxy nginx-light apache2-utils linux-perf
+FUZZ_PKGS  := clang libclang-rt-14-dev
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps deps-test deps-bench deps-fuzz build run test bench fuzz soak install clean format
+
+all: build
+
+# apt-get only runs when something is missing; `apt-get update` first, once,
+# because a fresh machine has no package lists.
+define install_missing
+	@missing=""; for p in $(1); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
+
+deps:
+	$(call install_missing,$(BUILD_PKGS))
+
+deps-test: deps
+	$(call install_missing,$(TEST_PKGS))
+
+deps-bench: deps
+	$(call install_missing,$(BENCH_PKGS))
+
+deps-fuzz: deps
+	$(call install_missing,$(FUZZ_PKGS))
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(MESON_OPTS)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+run: build
+	@python3 demo/run.py --concert $(BUILD)/concert --config conf/concert.yaml
+
+test: deps-test build
+	python3 tests/run_all.py --build $(BUILD)
+
+bench: deps-bench build
+	bash bench/run.sh $(BUILD)
+
+fuzz: deps-fuzz
+	bash tests/fuzz/run.sh
+
+soak: deps-test build
+	python3 tests/run_all.py --build $(BUILD) --soak
+
+install: build
+	install -D -m 0755 $(BUILD)/concert $(DESTDIR)$(PREFIX)/sbin/concert
+	install -D -m 0644 man/concert.8 $(DESTDIR)$(PREFIX)/share/man/man8/concert.8
+	install -d $(DESTDIR)$(PREFIX)/share/concert/html
+	install -m 0644 html/*.html $(DESTDIR)$(PREFIX)/share/concert/html/
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/concert.yaml ]; then \
+	  echo "keeping existing $(DESTDIR)$(SYSCONFDIR)/concert.yaml"; \
+	else \
+	  install -D -m 0644 conf/concert.yaml $(DESTDIR)$(SYSCONFDIR)/concert.yaml; \
+	fi
+
+format:
+	clang-format -i $$(git ls-files 'src/*.cpp' 'src/*.h' 'tests/*.cpp' 'bench/*.cpp')
+
+clean:
+	rm -rf $(BUILD)

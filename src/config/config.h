@@ -1,0 +1,101 @@
+// The immutable configuration snapshot. Built only by the loader
+// (config/loader.h) from one schema table (config/schema.h); every process
+// reads it, nothing writes it after load. A reload builds a whole new Config
+// beside the old one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace concert::config {
+
+// One entry of a path list (-bypass, -assets, -asset-public).
+// "/static/*" is a prefix rule for "/static/" (matches "/static/x", not
+// "/static"); anything else matches the whole decoded path exactly.
+struct PathRule {
+  std::string path;  // exact path, or the prefix *with* its trailing '/'
+  bool prefix = false;
+  bool matches(std::string_view decoded_path) const {
+    return prefix ? decoded_path.substr(0, path.size()) == path : decoded_path == path;
+  }
+};
+using PathList = std::vector<PathRule>;
+
+struct Upstream {
+  std::string raw;     // as configured, e.g. "http://127.0.0.1:3000/base?x=1"
+  bool https = false;
+  std::string host;    // host name or address, without brackets
+  uint16_t port = 80;  // explicit or the scheme's default
+  std::string host_port;  // "host:port" as sent in Host when preserve-host is off
+  std::string path;    // base path, "" or "/base"
+  std::string query;   // target query without '?', "" when none
+};
+
+struct Config {
+  // -- network and process model
+  std::string listen = ":8080";  // restart-only
+  int workers = 0;               // resolved: 1..64 ("auto" = CPUs)
+  bool daemon = false;
+  std::string pid_file;
+  std::string user;
+  std::string error_log;        // "" = stderr
+  std::string access_log_file;  // "" = stdout
+  Millis shutdown_grace = 30'000;
+  int64_t max_body = 64LL << 20;
+
+  // -- origin
+  Upstream upstream;
+  Millis upstream_timeout = 30'000;
+  bool preserve_host = true;
+
+  // -- waiting room
+  int32_t cap = 500;
+  int64_t max_queue = 10000;  // 0 = unlimited
+  Millis reaper = 30'000;     // effective (0 in the file means 5m)
+  Millis token_ttl = 300'000; // effective (0 in the file means 5m)
+  bool secure_cookie = false;
+  std::string cookie_path = "/";
+  std::string cookie_domain;
+  std::string html_file;      // custom waiting page ("" = built in)
+  std::string html_template;  // loaded contents of html_file (or the built-in page)
+  std::string skip_url;
+  double rate = 0;
+  double surge = 0;
+  Millis pass_duration = 0;
+  bool api_json = true;
+  int retry_after = 5;        // clamped to >= 1
+  bool access_log = true;
+
+  // -- asset tier
+  PathList bypass;
+  PathList assets;
+  PathList asset_public;
+  int32_t asset_cap = 0;       // effective (0 in the file: cap * asset-user-cap-h2, clamped)
+  bool asset_cap_derived = true;
+  Millis asset_wait = 2'000;
+  int32_t asset_user_cap_h1 = 8;
+  int32_t asset_user_cap_h2 = 128;
+  Millis asset_user_wait = 2'000;
+  Millis admit_ttl = 600'000;
+  std::string client_proto_header;
+  int32_t asset_users_max = 65536;  // pass-table capacity; restart-only
+
+  // -- secrets (environment only)
+  std::string admit_secret;          // "" => the master generates one
+  bool admit_secret_generated = false;
+  std::string admin_token;           // "" => POST /_room/cap answers 404
+
+  // -- where it came from (for reload and the log)
+  std::string config_file;  // -c FILE, "" if none
+};
+
+using ConfigPtr = std::shared_ptr<const Config>;
+
+// Go's time.Duration String() form: "5m0s", "1h30m0s", "500ms", "0s".
+std::string goDurationString(Millis ms);
+
+}  // namespace concert::config

@@ -1,0 +1,52 @@
+// The admission hook between the data path and the guards.
+//
+// For a page or asset route the data path creates one RequestGuard per
+// request and calls admit() before reading any of the request body (so a
+// queued visitor never uploads, and Expect: 100-continue is answered only
+// after admission). admit() returns one of:
+//   Proceed  - proxy the request; `response_headers` (e.g. the concert_admit
+//              Set-Cookie) are added to the origin's response head.
+//   Respond  - answer locally with `response` (waiting page, 429, 403, 503).
+//   Wait     - the guard is waiting for a slot held elsewhere (another worker
+//              may free it). The data path parks the request; it calls admit()
+//              again whenever the worker's eventfd fires, and timedOut() once
+//              `deadline` passes. A parked client that disconnects gets
+//              release() only.
+// release() runs exactly once for every guard, on every ending: response
+// fully delivered, client gone, origin error, timeout, drain, bad request
+// after admission. It returns whatever admit() took (slots, ticket, pass
+// hold). Worker death is covered by the master's ledger reconciliation.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "worker/request.h"
+#include "worker/response.h"
+
+namespace concert::worker {
+
+enum class Outcome { Admitted, Queued, Rejected, Bypass, Local };
+
+// Access-log word for an outcome: admitted, queued, rejected, bypass, local.
+const char* outcomeName(Outcome outcome);
+
+struct Admission {
+  enum class Kind { Proceed, Respond, Wait };
+  Kind kind = Kind::Proceed;
+  LocalResponse response;    // Respond
+  Headers response_headers;  // Proceed: added to the proxied response
+  Millis deadline = 0;       // Wait
+};
+
+class RequestGuard {
+ public:
+  virtual ~RequestGuard() = default;
+  virtual Admission admit(const Request& request, Millis now) = 0;
+  virtual LocalResponse timedOut(const Request& request, Millis now) = 0;
+  virtual void release() = 0;  // idempotent
+  virtual Outcome outcome() const = 0;
+};
+
+}  // namespace concert::worker

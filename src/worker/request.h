@@ -1,0 +1,49 @@
+// A parsed HTTP/1.x request head, as the data path hands it to the router,
+// the guards and the local handlers. Header names keep the client's spelling;
+// lookups are case-insensitive. The body is never part of this: it streams.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace concert::worker {
+
+struct Header {
+  std::string name;
+  std::string value;
+};
+using Headers = std::vector<Header>;
+
+bool equalsIgnoreCase(std::string_view a, std::string_view b);
+
+// First value of `name`, or "" (use hasHeader to tell empty from absent).
+std::string_view findHeader(const Headers& headers, std::string_view name);
+bool hasHeader(const Headers& headers, std::string_view name);
+// Every value of `name` joined with "," (Accept classification, Cookie).
+std::string joinHeader(const Headers& headers, std::string_view name, std::string_view sep = ",");
+
+struct Request {
+  std::string method;  // as sent, e.g. "GET"
+  std::string target;  // request-target as sent: "/a%20b?x=1"
+  std::string path;    // percent-decoded path, query removed: "/a b"
+  std::string raw_path;  // path as sent, query removed: "/a%20b"
+  std::string query;   // after '?', "" when none
+  int http_major = 1;
+  int http_minor = 1;
+  Headers headers;
+  std::string peer_ip;  // TCP peer address of the client connection
+  bool tls = false;     // the client connection to Concert is TLS
+
+  int64_t content_length = -1;  // -1: none
+  bool chunked = false;
+  bool keep_alive = true;       // after this request, per version and Connection
+  bool expect_continue = false;
+  bool upgrade = false;         // Connection: upgrade + Upgrade: present
+
+  std::string_view header(std::string_view name) const { return findHeader(headers, name); }
+  bool hasBody() const { return chunked || content_length > 0; }
+};
+
+}  // namespace concert::worker

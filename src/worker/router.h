@@ -1,0 +1,32 @@
+// Routing of a parsed request head, in the contract's order:
+//   reserved paths (/queue/status, /_room/healthz, /_room/stats, /_room/cap)
+//     -> local handlers; a wrong method -> 405 with Allow
+//   -bypass -> proxy, no guard;  -assets -> private asset guard;
+//   -asset-public -> public asset guard;  everything else -> page admission.
+// Matching uses the decoded path; the query is ignored.
+#pragma once
+
+#include <string_view>
+
+#include "config/config.h"
+
+namespace concert::worker {
+
+enum class Route {
+  QueueStatus,       // GET or OPTIONS /queue/status
+  Healthz,           // GET /_room/healthz
+  Stats,             // GET /_room/stats
+  Cap,               // POST /_room/cap
+  MethodNotAllowed,  // a reserved path with another method (405 + Allow)
+  Bypass,
+  PrivateAsset,
+  PublicAsset,
+  Page,
+};
+
+Route route(const config::Config& config, std::string_view method, std::string_view decoded_path);
+
+// The Allow header value for a reserved path ("GET, HEAD" ...), "" otherwise.
+std::string_view allowedMethods(std::string_view decoded_path);
+
+}  // namespace concert::worker

@@ -1,0 +1,224 @@
+"""Starts the real concert binary for integration tests and talks to it.
+
+    with Concert(["-upstream", origin.url, "-cap", "2"], workers=2) as c:
+        status, headers, body = c.get("/hello")
+
+The binary listens on 127.0.0.1:0; the harness reads the bound port from the
+master's log line `listening on 127.0.0.1:PORT`. Only processes started here
+are signalled, by pid.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("CONCERT_BIN", os.path.join(ROOT, "build", "concert"))
+TEST_SECRET = "concert-test-secret-0123456789abcdef"
+LISTEN_RE = re.compile(r"listening on ([0-9.]+|\[[0-9a-f:]+\]):(\d+)")
+
+
+class Concert:
+    def __init__(self, args, workers=2, env=None, admin_token=None, secret=TEST_SECRET, access_log=False,
+                 wait=True, config_text=None):
+        self.args = list(args)
+        self.workers = workers
+        self.env = dict(os.environ)
+        for k in list(self.env):
+            if k.startswith("CONCERT_"):
+                del self.env[k]
+        if secret is not None:
+            self.env["CONCERT_ADMIT_SECRET"] = secret
+        if admin_token is not None:
+            self.env["CONCERT_ADMIN_TOKEN"] = admin_token
+        self.env.update(env or {})
+        self.access_log = access_log
+        self.tmp = tempfile.mkdtemp(prefix="concert-test-")
+        self.config_path = None
+        if config_text is not None:
+            self.config_path = os.path.join(self.tmp, "concert.yaml")
+            with open(self.config_path, "w") as f:
+                f.write(config_text)
+        self.log_path = os.path.join(self.tmp, "error.log")
+        self.access_path = os.path.join(self.tmp, "access.log")
+        self.proc = None
+        self.port = None
+        self._wait = wait
+
+    # -- lifecycle
+    def start(self):
+        cmd = [BIN]
+        if self.config_path:
+            cmd += ["-c", self.config_path]
+        cmd += ["-listen", "127.0.0.1:0", "-workers", str(self.workers), "-access-log=%s" % (
+            "true" if self.access_log else "false"), "-access-log-file", self.access_path] + self.args
+        self.stderr = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=self.stderr)
+        if self._wait:
+            self.wait_listening()
+            self.wait_workers(self.workers)
+        return self
+
+    def wait_listening(self, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = LISTEN_RE.search(self.log())
+            if m:
+                self.port = int(m.group(2))
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError("concert exited with %s:\n%s" % (self.proc.returncode, self.log()))
+            time.sleep(0.02)
+        raise RuntimeError("concert did not report its port:\n" + self.log())
+
+    def wait_workers(self, n, timeout=10):
+        """Wait until `n` workers of the current generation answer (healthz reaches every worker)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if self.stats().get("workers", 0) >= n:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("workers did not start:\n" + self.log())
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout=15):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill_all()
+        return self.proc.returncode if self.proc else None
+
+    def kill_all(self):
+        for pid in self.worker_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def worker_pids(self):
+        """Pids of the master's children (the workers), from /proc."""
+        if not self.proc:
+            return []
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == self.proc.pid and fields[0] != "Z":
+                    pids.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+        return sorted(pids)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        if self.stderr:
+            self.stderr.close()
+
+    # -- HTTP helpers
+    def conn(self, timeout=10):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(self, method, path, headers=None, body=None, timeout=10):
+        c = self.conn(timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            data = r.read()
+            return r.status, r.getheaders(), data
+        finally:
+            c.close()
+
+    def get(self, path, headers=None, timeout=10):
+        return self.request("GET", path, headers, None, timeout)
+
+    def stats(self):
+        status, _, body = self.get("/_room/stats", timeout=5)
+        if status != 200:
+            raise OSError("stats answered %d" % status)
+        return json.loads(body)
+
+
+def header(headers, name):
+    """First value of a header in an http.client header list (case-insensitive)."""
+    for k, v in headers:
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
+def headers_all(headers, name):
+    return [v for k, v in headers if k.lower() == name.lower()]
+
+
+def raw_exchange(port, data, timeout=5, read_until_close=True):
+    """Send raw bytes, return everything received until close or timeout."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not read_until_close and b"\r\n\r\n" in out:
+                break
+        return out
+    finally:
+        s.close()
+
+
+def wait_for(predicate, timeout=5, interval=0.02):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = predicate()
+        if v:
+            return v
+        time.sleep(interval)
+    return predicate()
+
+
+def run_in_thread(fn, *args):
+    result = {}
+
+    def target():
+        try:
+            result["value"] = fn(*args)
+        except Exception as e:  # reported to the caller through the dict
+            result["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, result

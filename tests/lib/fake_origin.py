@@ -1,0 +1,182 @@
+"""A fake origin for the integration tests (Python standard library only).
+
+Records every request (method, path, headers, body) and the maximum number of
+requests in flight at once, overall and for page paths. Behaviour by path:
+  /slow...            block until release() (or ?timeout=S passes), then "ok"
+  /assets/slow...     same, for asset tests
+  /sleep?ms=N         sleep N ms then "ok"
+  /sse                one event "data: hello\\n\\n" then hold the stream open until release()
+  /echo               echo the request body (Content-Type preserved)
+  /big?n=BYTES        BYTES of deterministic data, Content-Length framed
+  /chunked?n=BYTES    BYTES of deterministic data, chunked
+  /status?code=N      answer with that status
+  /cookies            two Set-Cookie headers
+  /headers            JSON of the received headers
+  anything else       "ok"
+"""
+import json
+import socket
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def pattern(n):
+    block = bytes(range(256)) * 64
+    out = bytearray()
+    while len(out) < n:
+        out += block
+    return bytes(out[:n])
+
+
+class Recorder:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.page_in_flight = 0
+        self.max_page_in_flight = 0
+        self.gate = threading.Event()
+        self.page_prefixes = None  # None: every path counts as a page
+
+    def is_page(self, path):
+        if self.page_prefixes is None:
+            return True
+        return not any(path.startswith(p) for p in self.page_prefixes)
+
+    def hits(self, path=None):
+        with self.lock:
+            return len([r for r in self.requests if path is None or r["path"] == path])
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _handle(self):
+        rec = self.server.recorder
+        parsed = urllib.parse.urlsplit(self.path)
+        path = parsed.path
+        qs = urllib.parse.parse_qs(parsed.query)
+        body = b""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            while True:
+                line = self.rfile.readline()
+                size = int(line.split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        elif self.headers.get("Content-Length"):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+        page = rec.is_page(path)
+        with rec.lock:
+            rec.requests.append({"method": self.command, "path": path, "target": self.path,
+                                 "headers": list(self.headers.items()), "body": body,
+                                 "host": self.headers.get("Host"), "cookie": self.headers.get("Cookie"),
+                                 "xff": self.headers.get("X-Forwarded-For"), "time": time.time()})
+            rec.in_flight += 1
+            rec.max_in_flight = max(rec.max_in_flight, rec.in_flight)
+            if page:
+                rec.page_in_flight += 1
+                rec.max_page_in_flight = max(rec.max_page_in_flight, rec.page_in_flight)
+        try:
+            self._respond(path, qs, body)
+        finally:
+            with rec.lock:
+                rec.in_flight -= 1
+                if page:
+                    rec.page_in_flight -= 1
+
+    def _send(self, code, body, ctype="text/plain; charset=utf-8", extra=()):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        for k, v in extra:
+            self.send_header(k, v)
+        if code not in (204, 304):
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD" and code not in (204, 304):
+            self.wfile.write(body)
+
+    def _respond(self, path, qs, body):
+        rec = self.server.recorder
+        if path.startswith("/slow") or path.startswith("/assets/slow"):
+            rec.gate.wait(float(qs.get("timeout", ["30"])[0]))
+            return self._send(200, b"ok")
+        if path == "/sleep":
+            time.sleep(int(qs.get("ms", ["10"])[0]) / 1000.0)
+            return self._send(200, b"ok")
+        if path == "/sse":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            self.wfile.write(b"data: hello\n\n")
+            self.wfile.flush()
+            rec.gate.wait(30)
+            self.close_connection = True
+            return
+        if path == "/echo":
+            return self._send(200, body, self.headers.get("Content-Type", "application/octet-stream"))
+        if path == "/big":
+            return self._send(200, pattern(int(qs.get("n", ["1048576"])[0])), "application/octet-stream")
+        if path == "/chunked":
+            n = int(qs.get("n", ["100000"])[0])
+            data = pattern(n)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, n, 7777):
+                piece = data[i:i + 7777]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if path == "/status":
+            return self._send(int(qs.get("code", ["200"])[0]), b"status")
+        if path == "/cookies":
+            return self._send(200, b"ok", extra=[("Set-Cookie", "a=1; Path=/"), ("Set-Cookie", "b=2; Path=/")])
+        if path == "/headers":
+            return self._send(200, json.dumps(list(self.headers.items())).encode(), "application/json")
+        return self._send(200, b"ok")
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _handle
+
+
+class FakeOrigin:
+    def __init__(self, host="127.0.0.1"):
+        self.recorder = Recorder()
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server.daemon_threads = True
+        self.server.recorder = self.recorder
+        self.port = self.server.server_address[1]
+        self.url = "http://%s:%d" % (host, self.port)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def release(self):
+        self.recorder.gate.set()
+
+    def hold(self):
+        self.recorder.gate.clear()
+
+    def stop(self):
+        self.recorder.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def closed_port():
+    """A loopback port nothing listens on."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
