@@ -1,1 +1,306 @@
-// placeholder
+// The settings table (see schema.h) and the text generated from it. Adding
+// a setting means one row here plus its field in Config; the loader, --help,
+// the README table and the conf/concert.yaml test pick it up from the row.
+#include "config/schema.h"
+
+#include <charconv>
+#include <limits>
+
+#include "config/parse.h"
+
+namespace concert::config {
+
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kSecond = 1000;
+constexpr int64_t kMinute = 60 * kSecond;
+constexpr int64_t kHour = 60 * kMinute;
+
+bool isControlOrSpace(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
+
+std::string checkListen(std::string_view value) {
+  const std::string bad = "must look like [host]:port, e.g. :8080, 127.0.0.1:8080 or [::1]:8080";
+  size_t colon = value.rfind(':');
+  if (colon == std::string_view::npos) return bad;
+  std::string_view host = value.substr(0, colon);
+  std::string_view port = value.substr(colon + 1);
+  if (!host.empty() && host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return bad;
+  } else if (host.find(':') != std::string_view::npos) {
+    return bad;
+  }
+  for (char c : host)
+    if (isControlOrSpace(c)) return bad;
+  Parsed<int64_t> number = parseInt(port);
+  if (port.empty() || port.front() < '0' || port.front() > '9' || !number.ok() || *number.value > 65535)
+    return bad;
+  return {};
+}
+
+// Cookie attribute values are written into Set-Cookie verbatim; a ';' or a
+// space would let the setting inject attributes.
+std::string checkCookieAttribute(std::string_view value) {
+  for (char c : value)
+    if (isControlOrSpace(c) || c == ';' || c == ',') return "must not contain spaces, control characters, ';' or ','";
+  return {};
+}
+
+std::string checkCookiePath(std::string_view value) {
+  if (value.empty() || value.front() != '/') return "must start with '/'";
+  return checkCookieAttribute(value);
+}
+
+// The skip URL ends up inside the waiting page's HTML and script.
+std::string checkSkipUrl(std::string_view value) {
+  if (value.empty()) return {};
+  for (char c : value)
+    if (isControlOrSpace(c) || c == '"' || c == '\'' || c == '\\' || c == '<' || c == '>' || c == '`')
+      return "must not contain spaces, quotes, backslashes or angle brackets";
+  if (value.front() == '/') return {};
+  if (value.rfind("http://", 0) == 0 || value.rfind("https://", 0) == 0) {
+    if (parseUpstream(value).ok()) return {};
+  }
+  return "must be an http(s) URL or a path starting with '/'";
+}
+
+std::string checkHeaderName(std::string_view value) {
+  static constexpr std::string_view kTokenPunct = "!#$%&'*+-.^_`|~";
+  for (char c : value) {
+    bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              kTokenPunct.find(c) != std::string_view::npos;
+    if (!ok) return "must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)";
+  }
+  return {};
+}
+
+constexpr std::string_view kNet = "Network and processes";
+constexpr std::string_view kOrigin = "Origin";
+constexpr std::string_view kRoom = "Waiting room";
+constexpr std::string_view kAssets = "Asset tier";
+constexpr std::string_view kLogs = "Logging";
+
+using VT = ValueType;
+using R = Reload;
+
+const Setting kSettings[] = {
+    // -- network and processes
+    {"listen", "CONCERT_LISTEN", VT::String, ":8080", 0, 0, false, R::Restart, kNet,
+     "address to listen on, [host]:port", &Config::listen, checkListen},
+    {"workers", "CONCERT_WORKERS", VT::Workers, "auto", 1, 64, false, R::RestartToGrow, kNet,
+     "worker processes; auto = one per CPU", &Config::workers, nullptr},
+    {"daemon", "CONCERT_DAEMON", VT::Bool, "false", 0, 0, false, R::Restart, kNet,
+     "detach from the terminal (double fork, setsid, stdio to /dev/null)", &Config::daemon, nullptr},
+    {"pid-file", "CONCERT_PID_FILE", VT::String, "", 0, 0, false, R::Restart, kNet,
+     "write the master's pid to this file; removed on exit", &Config::pid_file, nullptr},
+    {"user", "CONCERT_USER", VT::String, "", 0, 0, false, R::Restart, kNet,
+     "when started as root, drop to this user (and its group) after binding", &Config::user, nullptr},
+    {"shutdown-grace", "CONCERT_SHUTDOWN_GRACE", VT::Duration, "30s", 0, kInt64Max, false, R::Live, kNet,
+     "how long in-flight requests may finish on SIGTERM/SIGINT or when a generation drains",
+     &Config::shutdown_grace, nullptr},
+
+    // -- origin
+    {"upstream", "CONCERT_UPSTREAM", VT::Url, "http://127.0.0.1:3000", 0, 0, false, R::Live, kOrigin,
+     "origin URL, http://host:port (https too, with an optional base path)", &Config::upstream, nullptr},
+    {"upstream-timeout", "CONCERT_UPSTREAM_TIMEOUT", VT::Duration, "30s", 1, kInt64Max, false, R::Live, kOrigin,
+     "how long the origin may take to send response headers (then 504)", &Config::upstream_timeout, nullptr},
+    {"preserve-host", "CONCERT_PRESERVE_HOST", VT::Bool, "true", 0, 0, false, R::Live, kOrigin,
+     "forward the client's Host header (false: send the upstream's host)", &Config::preserve_host, nullptr},
+    {"max-body", "CONCERT_MAX_BODY", VT::ByteSize, "64MB", 1, kInt64Max, false, R::Live, kOrigin,
+     "largest request body forwarded (K/M/G suffixes, 1024-based); larger gets 413", &Config::max_body,
+     nullptr},
+
+    // -- waiting room
+    {"cap", "CONCERT_CAPACITY", VT::Int, "500", 1, kInt32Max, false, R::Live, kRoom,
+     "page requests the origin sees at once", &Config::cap, nullptr},
+    {"max-queue", "CONCERT_MAX_QUEUE", VT::Int, "10000", 0, 1 << 30, false, R::Restart, kRoom,
+     "waiting visitors before new arrivals get 503 (0 = unlimited); sizes the ticket ring", &Config::max_queue,
+     nullptr},
+    {"reaper", "CONCERT_REAPER", VT::Duration, "30s", 5 * kSecond, 24 * kHour, true, R::Live, kRoom,
+     "how often abandoned tickets are swept (0 = 5m)", &Config::reaper, nullptr},
+    {"token-ttl", "CONCERT_TOKEN_TTL", VT::Duration, "0", 30 * kSecond, 24 * kHour, true, R::Live, kRoom,
+     "a waiting ticket not seen for this long is abandoned (0 = 5m)", &Config::token_ttl, nullptr},
+    {"secure-cookie", "CONCERT_SECURE_COOKIE", VT::Bool, "false", 0, 0, false, R::Live, kRoom,
+     "mark every cookie Secure", &Config::secure_cookie, nullptr},
+    {"cookie-path", "CONCERT_COOKIE_PATH", VT::String, "/", 0, 0, false, R::Live, kRoom,
+     "Path attribute of every cookie", &Config::cookie_path, checkCookiePath},
+    {"cookie-domain", "CONCERT_COOKIE_DOMAIN", VT::String, "", 0, 0, false, R::Live, kRoom,
+     "Domain attribute of every cookie (empty = none)", &Config::cookie_domain, checkCookieAttribute},
+    {"html", "CONCERT_HTML_FILE", VT::String, "", 0, 0, false, R::Live, kRoom,
+     "custom waiting page file with {{.Position}} and {{.SkipURL}} (empty = built in)", &Config::html_file,
+     nullptr},
+    {"skip-url", "CONCERT_SKIP_URL", VT::String, "", 0, 0, false, R::Live, kRoom,
+     "skip-the-line link on the waiting page, shown only when -rate > 0", &Config::skip_url, checkSkipUrl},
+    {"rate", "CONCERT_RATE", VT::Float, "0", 0, 0, false, R::Live, kRoom,
+     "price per queue position shown on the waiting page (0 = no pricing)", &Config::rate, nullptr},
+    {"surge", "CONCERT_SURGE", VT::Float, "0", 0, 0, false, R::Live, kRoom,
+     "extra price per position for every ticket in the queue", &Config::surge, nullptr},
+    {"pass", "CONCERT_PASS_DURATION", VT::Duration, "0", kMinute, 24 * kHour, true, R::Live, kRoom,
+     "VIP pass lifetime (0 = off)", &Config::pass_duration, nullptr},
+    {"api-json", "CONCERT_API_JSON", VT::Bool, "true", 0, 0, false, R::Live, kRoom,
+     "answer non-browser clients with JSON 429/503 instead of the waiting page", &Config::api_json, nullptr},
+    {"retry-after", "CONCERT_RETRY_AFTER", VT::Int, "5", std::numeric_limits<int32_t>::min(), kInt32Max, false,
+     R::Live, kRoom, "Retry-After seconds on 429/503 (values below 1 become 1)", &Config::retry_after, nullptr},
+
+    // -- asset tier
+    {"bypass", "CONCERT_BYPASS", VT::PathList, "/favicon.ico", 0, 0, false, R::Live, kAssets,
+     "paths proxied without queueing or any limit (\"/exact\" or \"/prefix/*\", comma separated)",
+     &Config::bypass, nullptr},
+    {"assets", "CONCERT_ASSETS", VT::PathList, "", 0, 0, false, R::Live, kAssets,
+     "private asset paths: need an admission pass, never queue", &Config::assets, nullptr},
+    {"asset-public", "CONCERT_ASSET_PUBLIC", VT::PathList, "", 0, 0, false, R::Live, kAssets,
+     "public asset paths: no pass needed, share the global asset limit", &Config::asset_public, nullptr},
+    {"asset-cap", "CONCERT_ASSET_CAP", VT::Int, "0", 0, kInt32Max, false, R::Restart, kAssets,
+     "asset requests at once, all visitors (0 = cap x asset-user-cap-h2)", &Config::asset_cap, nullptr},
+    {"asset-wait", "CONCERT_ASSET_WAIT", VT::Duration, "2s", 0, kInt64Max, false, R::Live, kAssets,
+     "how long an asset request waits for the global limit (then 503)", &Config::asset_wait, nullptr},
+    {"asset-user-cap-h1", "CONCERT_ASSET_USER_CAP_H1", VT::Int, "8", 1, kInt32Max, false, R::Live, kAssets,
+     "asset requests at once per pass over HTTP/1.x", &Config::asset_user_cap_h1, nullptr},
+    {"asset-user-cap-h2", "CONCERT_ASSET_USER_CAP_H2", VT::Int, "128", 1, kInt32Max, false, R::Live, kAssets,
+     "asset requests at once per pass over HTTP/2 or HTTP/3", &Config::asset_user_cap_h2, nullptr},
+    {"asset-user-wait", "CONCERT_ASSET_USER_WAIT", VT::Duration, "2s", 0, kInt64Max, false, R::Live, kAssets,
+     "how long an asset request waits for its pass's limit (then 429)", &Config::asset_user_wait, nullptr},
+    {"admit-ttl", "CONCERT_ADMIT_TTL", VT::Duration, "10m", 30 * kSecond, kInt64Max, false, R::Live, kAssets,
+     "lifetime of the concert_admit pass; refreshed past half-life", &Config::admit_ttl, nullptr},
+    {"client-proto-header", "CONCERT_CLIENT_PROTO_HEADER", VT::String, "", 0, 0, false, R::Live, kAssets,
+     "request header carrying the client's protocol from a front proxy (e.g. X-Client-Proto)",
+     &Config::client_proto_header, checkHeaderName},
+    {"asset-users-max", "CONCERT_ASSET_USERS_MAX", VT::Int, "65536", 1, 16777216, false, R::Restart, kAssets,
+     "passes tracked at once for the per-pass asset limits (shared pass table size)", &Config::asset_users_max,
+     nullptr},
+
+    // -- logging
+    {"access-log", "CONCERT_ACCESS_LOG", VT::Bool, "true", 0, 0, false, R::Live, kLogs,
+     "write the access log", &Config::access_log, nullptr},
+    {"access-log-file", "CONCERT_ACCESS_LOG_FILE", VT::String, "", 0, 0, false, R::Live, kLogs,
+     "access log file (empty = stdout); reopened on SIGUSR1", &Config::access_log_file, nullptr},
+    {"error-log", "CONCERT_ERROR_LOG", VT::String, "", 0, 0, false, R::Live, kLogs,
+     "error and lifecycle log file (empty = stderr); reopened on SIGUSR1", &Config::error_log, nullptr},
+};
+
+const Secret kSecrets[] = {
+    {"CONCERT_ADMIT_SECRET", "random",
+     "key for the concert_admit pass, at least 32 bytes (unset: random, passes reset on restart)"},
+    {"CONCERT_ADMIN_TOKEN", "", "bearer token for POST /_room/cap (unset: the endpoint answers 404)"},
+};
+
+std::string numberText(int64_t value, ValueType type) {
+  if (type == ValueType::Duration) return goDurationString(value);
+  if (type == ValueType::ByteSize) return byteSizeString(value);
+  return std::to_string(value);
+}
+
+std::string floatText(double value) {
+  char buf[64];
+  auto result = std::to_chars(buf, buf + sizeof buf, value);
+  return std::string(buf, result.ptr);
+}
+
+std::string markdownCell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const Setting> settings() { return kSettings; }
+std::span<const Secret> secrets() { return kSecrets; }
+
+const Setting* findSetting(std::string_view name) {
+  for (const Setting& setting : kSettings)
+    if (setting.name == name) return &setting;
+  return nullptr;
+}
+
+std::string rangeText(const Setting& s) {
+  switch (s.type) {
+    case ValueType::Workers:
+      return "auto or " + std::to_string(s.min) + " to " + std::to_string(s.max);
+    case ValueType::Float:
+      return "0 or more";
+    case ValueType::Int:
+    case ValueType::Duration:
+    case ValueType::ByteSize: {
+      if (s.type == ValueType::Int && s.min == std::numeric_limits<int32_t>::min()) return {};
+      std::string out = s.zero_allowed ? "0 or " : "";
+      if (s.max == kInt64Max) {
+        if (s.min == 0) return "0 or more";
+        return out + "at least " + numberText(s.min, s.type);
+      }
+      return out + numberText(s.min, s.type) + " to " + numberText(s.max, s.type);
+    }
+    case ValueType::String:
+    case ValueType::Bool:
+    case ValueType::Url:
+    case ValueType::PathList:
+      return {};
+  }
+  return {};
+}
+
+std::string_view reloadText(Reload reload) {
+  switch (reload) {
+    case Reload::Live:
+      return "live";
+    case Reload::Restart:
+      return "restart";
+    case Reload::RestartToGrow:
+      return "restart to grow";
+  }
+  return "restart";
+}
+
+std::string valueText(const Setting& setting, const Config& config) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto& value = config.*member;
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return value;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return value ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          return floatText(value);
+        } else if constexpr (std::is_same_v<T, PathList>) {
+          return pathListText(value);
+        } else if constexpr (std::is_same_v<T, Upstream>) {
+          return value.raw;
+        } else {
+          return numberText(static_cast<int64_t>(value), setting.type);
+        }
+      },
+      setting.target);
+}
+
+std::string markdownTable() {
+  std::string out = "| flag | env | default | reload | meaning |\n|---|---|---|---|---|\n";
+  for (const Setting& s : kSettings) {
+    std::string meaning(s.help);
+    std::string range = rangeText(s);
+    if (!range.empty()) meaning += " (" + range + ")";
+    std::string shown_default =
+        s.default_text.empty() ? std::string("empty") : std::string("`").append(s.default_text).append("`");
+    out += "| `-" + std::string(s.name) + "` | `" + std::string(s.env) + "` | " + shown_default + " | " +
+           std::string(reloadText(s.reload)) + " | " + markdownCell(meaning) + " |\n";
+  }
+  for (const Secret& secret : kSecrets)
+    out += "| (env only) | `" + std::string(secret.env) + "` | " +
+           (secret.default_text.empty() ? std::string("empty") : std::string(secret.default_text)) + " | restart | " +
+           markdownCell(secret.help) + " |\n";
+  return out;
+}
+
+std::string startupLine(const Config& c) {
+  return "concert " + c.listen + " -> " + c.upstream.raw + " (cap=" + std::to_string(c.cap) +
+         ", max-queue=" + std::to_string(c.max_queue) + ", token-ttl=" + goDurationString(c.token_ttl) +
+         ", asset-cap=" + std::to_string(c.asset_cap) + (c.asset_cap_derived ? " (derived)" : "") +
+         ", asset-user-cap=" + std::to_string(c.asset_user_cap_h1) + " h1 / " + std::to_string(c.asset_user_cap_h2) +
+         " h2)";
+}
+
+}  // namespace concert::config

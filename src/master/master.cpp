@@ -1,1 +1,683 @@
-// placeholder
+// The master process: a small state machine driven by signal flags, in the
+// manner of nginx's ngx_master_process_cycle and Apache prefork.
+//
+// What it owns: the listening sockets (bound once, never closed before exit),
+// the shared segment (created before the first fork), the process table (one
+// WorkerProc per segment worker slot) and the running Config of the current
+// generation. It never touches a client socket.
+//
+// Worker slot states (master's view; the segment has its own copy):
+//   Free ──spawn──▶ Running ──SIGTERM (reload, stop)──▶ Draining
+//     ▲                │ died on its own                    │ exited
+//     └── reap: reclaimDeadWorker(slot) ◀───────────────────┘
+// A slot is reused only after its dead process was reaped and its ledger
+// reclaimed, so capacity a worker held can never leak into its successor.
+// A Running worker that dies is counted (worker_restarts_total) and replaced;
+// one that dies within a second of its start delays the next start (0.1 s,
+// doubling to 10 s) so a worker that cannot start is not a fork loop.
+// The child, not the master, calls slotStarted() before it serves: that call
+// resets the slot's ledger, and only the child can order it before its own
+// first acquisition. It registers with heartbeat 0; the worker's first
+// heartbeat (sent once its event loop and listeners are set up) marks it
+// ready. Readiness drives two things: an old-generation worker is drained
+// only when a ready new one replaces it (a generation whose workers cannot
+// start never takes the old one down), and the heartbeat timeout, which
+// applies to ready workers (a worker not ready within the same timeout is
+// treated as hung too).
+//
+// The loop sleeps in sigsuspend() with a one-shot SIGALRM armed for the next
+// deadline (janitor tick, respawn back-off, drain or stop deadline), and on
+// every wake handles, in this order: reap children → stop → reload → reopen
+// logs → deadlines (janitor, back-off respawn, drain kills).
+//
+// Reload: a whole new Config is loaded and validated beside the running one;
+// on any error nothing changes. On success the generation number goes up, new
+// workers are forked into free slots, and each old-generation worker is told
+// to drain as soon as a new one is up to replace it, so some worker is always
+// accepting. Draining workers that outlive shutdown-grace + 5 s are killed.
+//
+// If the master dies, the workers get a parent-death signal (set in the child
+// right after fork) and drain on their own.
+#include "master/master.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "config/config.h"
+#include "master/daemon.h"
+#include "master/listener.h"
+#include "master/reload.h"
+#include "master/signals.h"
+#include "shm/segment.h"
+#include "worker/context.h"
+
+namespace concert::master {
+namespace {
+
+constexpr Millis kJanitorTick = 1'000;
+constexpr Millis kHeartbeatTimeout = 30'000;
+constexpr Millis kDrainKillMargin = 5'000;  // after shutdown-grace, for reload drains
+constexpr Millis kStopKillMargin = 2'000;   // after shutdown-grace, for a full stop
+constexpr Millis kQuickDeath = 1'000;       // died this soon after spawn: back off
+constexpr Millis kBackoffFirst = 100;
+constexpr Millis kBackoffMax = 10'000;
+constexpr Millis kMinPassSweep = 10'000;
+constexpr Millis kReadyPoll = 20;  // while a reload waits for new workers to be ready
+
+enum class SlotState { Free, Running, Draining };
+
+struct WorkerProc {
+  SlotState state = SlotState::Free;
+  pid_t pid = 0;
+  uint32_t generation = 0;
+  Millis started_at = 0;
+  Millis kill_at = 0;   // Draining: SIGKILL when still alive at this time
+  bool killed = false;  // SIGKILL already sent
+  bool ready = false;   // it has sent its first heartbeat
+};
+
+std::string describeExit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+std::string absolutePath(const std::string& path, const std::string& base) {
+  if (path.empty() || path.front() == '/' || base.empty()) return path;
+  return base + "/" + path;
+}
+
+// A daemon runs in "/", so the file names it uses after detaching (error log
+// reopen, access log opened by each new worker, pid file removal) are made
+// absolute against the directory it was started from.
+config::ConfigPtr withAbsolutePaths(const config::ConfigPtr& config, const std::string& base) {
+  auto copy = std::make_shared<config::Config>(*config);
+  copy->error_log = absolutePath(copy->error_log, base);
+  copy->access_log_file = absolutePath(copy->access_log_file, base);
+  copy->pid_file = absolutePath(copy->pid_file, base);
+  copy->html_file = absolutePath(copy->html_file, base);
+  copy->config_file = absolutePath(copy->config_file, base);
+  return copy;
+}
+
+std::string currentDirectory() {
+  char buf[4096];
+  return getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
+}
+
+class Master {
+ public:
+  Master(config::ConfigPtr config, std::vector<std::string> args, config::Environment env)
+      : start_dir_(currentDirectory()),
+        config_(withAbsolutePaths(config, start_dir_)),
+        args_(std::move(args)),
+        env_(std::move(env)),
+        pid_file_(config_->pid_file) {}
+
+  int run();
+
+ private:
+  bool startUp();
+  void startupError(const std::string& message);
+  bool checkAccessLog(const config::Config& config, std::string* error) const;
+  void loop();
+  void shutDown();
+
+  // -- workers
+  void reconcile(Millis now);
+  bool spawn(shm::WorkerSlot slot, Millis now);
+  [[noreturn]] void workerChild(shm::WorkerSlot slot);
+  void reapChildren(Millis now);
+  void onWorkerExit(shm::WorkerSlot slot, int status, Millis now);
+  void drain(shm::WorkerSlot slot, Millis now, Millis margin);
+  void signalWorkers(int signo);
+  int liveWorkers() const;
+  void refreshReadiness();
+  bool awaitingReadiness() const;
+
+  // -- events
+  void beginStop(Millis now);
+  void reload(Millis now);
+  void reopenLogs();
+  void runDeadlines(Millis now);
+  void janitor(Millis now);
+  Millis nextDeadline(Millis now) const;
+
+  std::string start_dir_;  // relative names in args, env and the YAML file mean this directory
+  config::ConfigPtr config_;
+  std::vector<std::string> args_;
+  config::Environment env_;
+  PidFile pid_file_;
+  RunAs run_as_;
+  int daemon_ready_fd_ = -1;
+  std::string startup_error_;  // handed to the process that started a daemon
+  pid_t master_pid_ = 0;
+
+  std::vector<BoundListener> listeners_;
+  std::unique_ptr<shm::Segment> segment_;
+  std::vector<WorkerProc> procs_;
+  uint32_t generation_ = 1;
+
+  Millis backoff_ = 0;
+  Millis next_spawn_at_ = 0;
+  Millis next_janitor_ = 0;
+  Millis next_reap_ = 0;
+  Millis next_sweep_ = 0;
+
+  bool stopping_ = false;
+  bool stop_now_ = false;
+  Millis stop_deadline_ = 0;
+  int exit_code_ = 0;
+};
+
+// ------------------------------------------------------------------ startup
+
+int Master::run() {
+  if (!startUp()) {
+    reportDaemonReady(daemon_ready_fd_, false, startup_error_);
+    pid_file_.remove();
+    closeListeners(&listeners_);
+    return 1;
+  }
+  reportDaemonReady(daemon_ready_fd_, true, "");
+  daemon_ready_fd_ = -1;
+  loop();
+  shutDown();
+  return exit_code_;
+}
+
+// Startup errors must reach the operator even when the error log is a file,
+// and from a daemon, the terminal of the process that started it.
+void Master::startupError(const std::string& message) {
+  LOG_ERROR("%s", message.c_str());
+  if (daemon_ready_fd_ < 0 && log::errorLogFd() != STDERR_FILENO)
+    std::fprintf(stderr, "concert: %s\n", message.c_str());
+  startup_error_ = message;
+}
+
+bool Master::startUp() {
+  log::setRole("master");
+  log::setGeneration(generation_);
+  if (!log::openErrorLog(config_->error_log)) {
+    std::fprintf(stderr, "concert: -error-log %s: %s\n", config_->error_log.c_str(), std::strerror(errno));
+    return false;
+  }
+
+  std::string error, warning;
+  if (!resolveRunAs(config_->user, &run_as_, &error, &warning)) {
+    startupError(error);
+    return false;
+  }
+  if (!warning.empty()) LOG_WARN("%s", warning.c_str());
+  if (!pid_file_.check(&error)) {
+    startupError(error);
+    return false;
+  }
+
+  if (!checkAccessLog(*config_, &error)) {
+    startupError(error);
+    return false;
+  }
+
+  ListenResult bound = bindListeners(config_->listen);
+  if (!bound.ok()) {
+    startupError(bound.error);
+    return false;
+  }
+  listeners_ = std::move(bound.listeners);
+
+  // Detach only now: every error so far reached the terminal.
+  if (config_->daemon && !daemonize(&daemon_ready_fd_, &error)) {
+    startupError(error);
+    return false;
+  }
+  master_pid_ = getpid();
+  if (!pid_file_.write(&error)) {
+    startupError(error);
+    return false;
+  }
+
+  if (config_->admit_secret.empty()) {
+    auto with_secret = std::make_shared<config::Config>(*config_);
+    with_secret->admit_secret = generateAdmitSecret();
+    with_secret->admit_secret_generated = true;
+    config_ = with_secret;
+  }
+
+  shm::Geometry geometry =
+      shm::computeGeometry(config_->max_queue, config_->cap, config_->workers, config_->asset_users_max);
+  try {
+    segment_ = shm::Segment::create(geometry, config_->cap, config_->asset_cap);
+  } catch (const std::exception& e) {
+    startupError(std::string("shared memory: ") + e.what());
+    return false;
+  }
+  if (!segment_) {
+    startupError("shared memory: segment could not be created");
+    return false;
+  }
+  segment_->setConfiguredPageCap(config_->cap);
+  segment_->setGeneration(generation_);
+  procs_.assign(segment_->geometry().worker_slots, WorkerProc{});
+
+  installMasterSignals();
+
+  const config::Config& c = *config_;
+  LOG_INFO("concert %s -> %s (cap=%d, max-queue=%lld, token-ttl=%s, asset-cap=%d%s, asset-user-cap=H1 %d / H2 %d)",
+           c.listen.c_str(), c.upstream.raw.c_str(), c.cap, static_cast<long long>(c.max_queue),
+           config::goDurationString(c.token_ttl).c_str(), c.asset_cap, c.asset_cap_derived ? " (derived)" : "",
+           c.asset_user_cap_h1, c.asset_user_cap_h2);
+  for (const BoundListener& l : listeners_) LOG_INFO("listening on %s", l.display.c_str());
+  LOG_INFO("shared memory: %zu bytes, %u worker slots, ring %u, pass table %u", segment_->bytes(),
+           geometry.worker_slots, geometry.ring_size, geometry.pass_table_size);
+
+  Millis now = monotonicMs();
+  next_janitor_ = now + kJanitorTick;
+  next_reap_ = now + config_->reaper;
+  next_sweep_ = now + std::max<Millis>(config_->admit_ttl / 2, kMinPassSweep);
+  reconcile(now);
+  return true;
+}
+
+// Each worker opens the access log itself; a file it cannot open would only
+// show up as workers dying at start, so the master tries it first. Skipped
+// when workers switch user: root's verdict says nothing about theirs.
+bool Master::checkAccessLog(const config::Config& config, std::string* error) const {
+  if (!config.access_log || config.access_log_file.empty() || run_as_.active) return true;
+  std::string path = absolutePath(config.access_log_file, start_dir_);
+  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *error = "-access-log-file " + config.access_log_file + ": " + std::strerror(errno);
+    return false;
+  }
+  close(fd);
+  return true;
+}
+
+void Master::shutDown() {
+  LOG_INFO("stopped");
+  pid_file_.remove();
+  closeListeners(&listeners_);
+}
+
+// ------------------------------------------------------------------ loop
+
+void Master::loop() {
+  for (;;) {
+    Millis now = monotonicMs();
+    if (stopping_ && liveWorkers() == 0) return;
+    armAlarm(static_cast<long>(nextDeadline(now) - now));
+    sigsuspend(&masterWaitMask());
+
+    now = monotonicMs();
+    if (g_signals.child) {
+      g_signals.child = 0;
+      reapChildren(now);
+    }
+    if (g_signals.stop) {
+      int count = g_signals.stop;
+      g_signals.stop = 0;
+      for (int i = 0; i < count; ++i) beginStop(now);
+    }
+    if (g_signals.reload) {
+      g_signals.reload = 0;
+      if (!stopping_) reload(now);
+    }
+    if (g_signals.reopen) {
+      g_signals.reopen = 0;
+      reopenLogs();
+    }
+    g_signals.alarm = 0;
+    runDeadlines(monotonicMs());
+  }
+}
+
+Millis Master::nextDeadline(Millis now) const {
+  Millis next = std::min(next_janitor_, now + kJanitorTick);
+  if (stopping_) {
+    if (!stop_now_) next = std::min(next, stop_deadline_);
+  } else {
+    if (next_spawn_at_ > now) next = std::min(next, next_spawn_at_);
+    if (awaitingReadiness()) next = std::min(next, now + kReadyPoll);
+  }
+  for (const WorkerProc& p : procs_)
+    if (p.state == SlotState::Draining && !p.killed) next = std::min(next, p.kill_at);
+  return std::max(next, now + 1);
+}
+
+void Master::runDeadlines(Millis now) {
+  if (now >= next_janitor_) {
+    janitor(now);
+    next_janitor_ = now + kJanitorTick;
+  }
+  if (stopping_) {
+    if (!stop_now_ && now >= stop_deadline_ && liveWorkers() > 0) {
+      LOG_ERROR("shutdown: grace of %s ran out; killing %d worker(s)",
+                config::goDurationString(config_->shutdown_grace).c_str(), liveWorkers());
+      stop_now_ = true;
+      exit_code_ = 1;
+      signalWorkers(SIGKILL);
+    }
+    return;
+  }
+  for (size_t i = 0; i < procs_.size(); ++i) {
+    WorkerProc& p = procs_[i];
+    if (p.state == SlotState::Draining && !p.killed && now >= p.kill_at) {
+      LOG_WARN("worker %zu (pid %d) of generation %u still draining after the grace; killing it", i, p.pid,
+               p.generation);
+      kill(p.pid, SIGKILL);
+      p.killed = true;
+    }
+  }
+  reconcile(now);
+}
+
+// ------------------------------------------------------------------ workers
+
+void Master::refreshReadiness() {
+  for (size_t slot = 0; slot < procs_.size(); ++slot) {
+    WorkerProc& p = procs_[slot];
+    if (p.state == SlotState::Free || p.ready) continue;
+    auto s = static_cast<shm::WorkerSlot>(slot);
+    p.ready = segment_->slotPid(s) == p.pid && segment_->lastHeartbeat(s) > 0;
+  }
+}
+
+bool Master::awaitingReadiness() const {
+  bool old_running = false;
+  bool unready = false;
+  for (const WorkerProc& p : procs_) {
+    if (p.state != SlotState::Running) continue;
+    if (p.generation != generation_)
+      old_running = true;
+    else if (!p.ready)
+      unready = true;
+  }
+  return old_running && unready;
+}
+
+int Master::liveWorkers() const {
+  return static_cast<int>(
+      std::count_if(procs_.begin(), procs_.end(), [](const WorkerProc& p) { return p.state != SlotState::Free; }));
+}
+
+// Brings the current generation to config.workers running processes, and
+// drains old-generation workers as their replacements come up.
+void Master::reconcile(Millis now) {
+  if (stopping_) return;
+  refreshReadiness();
+  int current = 0;
+  int current_ready = 0;
+  int old_running = 0;
+  for (const WorkerProc& p : procs_) {
+    if (p.state != SlotState::Running) continue;
+    if (p.generation != generation_) {
+      ++old_running;
+    } else {
+      ++current;
+      if (p.ready) ++current_ready;
+    }
+  }
+  for (size_t slot = 0; slot < procs_.size() && current < config_->workers && now >= next_spawn_at_; ++slot) {
+    if (procs_[slot].state != SlotState::Free) continue;
+    if (!spawn(static_cast<shm::WorkerSlot>(slot), now)) break;
+    ++current;
+  }
+  // Oldest generation first: after quick successive reloads the newest old
+  // generation is the closest to the current configuration.
+  int allowed_old = std::max(0, config_->workers - current_ready);
+  std::vector<shm::WorkerSlot> old;
+  for (size_t slot = 0; slot < procs_.size(); ++slot)
+    if (procs_[slot].state == SlotState::Running && procs_[slot].generation != generation_)
+      old.push_back(static_cast<shm::WorkerSlot>(slot));
+  std::stable_sort(old.begin(), old.end(),
+                   [&](shm::WorkerSlot a, shm::WorkerSlot b) { return procs_[a].generation < procs_[b].generation; });
+  for (size_t i = 0; i < old.size() && old_running > allowed_old; ++i, --old_running)
+    drain(old[i], now, kDrainKillMargin);
+}
+
+bool Master::spawn(shm::WorkerSlot slot, Millis now) {
+  pid_t pid = fork();
+  if (pid < 0) {
+    LOG_ERROR("fork worker %u: %s", slot, std::strerror(errno));
+    backoff_ = backoff_ ? std::min(backoff_ * 2, kBackoffMax) : kBackoffFirst;
+    next_spawn_at_ = now + backoff_;
+    return false;
+  }
+  if (pid == 0) workerChild(slot);
+  WorkerProc& p = procs_[slot];
+  p = WorkerProc{};
+  p.state = SlotState::Running;
+  p.pid = pid;
+  p.generation = generation_;
+  p.started_at = now;
+  LOG_INFO("worker %u started pid %d", slot, static_cast<int>(pid));
+  return true;
+}
+
+void Master::workerChild(shm::WorkerSlot slot) {
+  int status = 1;
+  try {
+    log::setRole("worker " + std::to_string(slot));
+    log::setGeneration(generation_);
+    resetSignalsForChild();
+    if (daemon_ready_fd_ >= 0) close(daemon_ready_fd_);  // the daemon's starter waits for the master only
+    std::string error;
+    if (!dropPrivileges(run_as_, &error)) {
+      LOG_ERROR("%s", error.c_str());
+      _exit(1);
+    }
+    // Drain on our own if the master goes away (set after the credential
+    // change, which clears it); the getppid() check closes the window
+    // between fork and prctl.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != master_pid_) _exit(0);
+    segment_->slotStarted(slot, static_cast<int>(getpid()), generation_, 0);
+    worker::WorkerContext context;
+    context.config = config_;
+    context.segment = segment_.get();
+    context.slot = slot;
+    context.generation = generation_;
+    context.master_pid = static_cast<int>(master_pid_);
+    for (const BoundListener& l : listeners_) context.listen_fds.push_back(l.fd);
+    status = worker::runWorker(context);
+  } catch (const std::exception& e) {
+    LOG_ERROR("worker failed: %s", e.what());
+    status = 1;
+  } catch (...) {
+    LOG_ERROR("worker failed: unknown exception");
+    status = 1;
+  }
+  _exit(status);
+}
+
+void Master::drain(shm::WorkerSlot slot, Millis now, Millis margin) {
+  WorkerProc& p = procs_[slot];
+  p.state = SlotState::Draining;
+  p.kill_at = now + config_->shutdown_grace + margin;
+  kill(p.pid, SIGTERM);
+}
+
+void Master::signalWorkers(int signo) {
+  for (const WorkerProc& p : procs_)
+    if (p.state != SlotState::Free && p.pid > 0) kill(p.pid, signo);
+}
+
+void Master::reapChildren(Millis now) {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (size_t slot = 0; slot < procs_.size(); ++slot) {
+      if (procs_[slot].state != SlotState::Free && procs_[slot].pid == pid) {
+        onWorkerExit(static_cast<shm::WorkerSlot>(slot), status, now);
+        break;
+      }
+    }
+  }
+}
+
+void Master::onWorkerExit(shm::WorkerSlot slot, int status, Millis now) {
+  WorkerProc p = procs_[slot];
+  procs_[slot] = WorkerProc{};
+  shm::ReclaimReport r = segment_->reclaimDeadWorker(slot);
+  bool expected = p.state == SlotState::Draining || stopping_;
+  bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::string what = describeExit(status);
+  auto level = expected && clean ? log::Level::Info : log::Level::Warn;
+  log::write(level, "worker %u (pid %d) %s; reclaimed %lld page slots, %lld tickets, %lld asset slots, %lld pass holds",
+             slot, static_cast<int>(p.pid), what.c_str(), static_cast<long long>(r.page_slots),
+             static_cast<long long>(r.tickets_finished), static_cast<long long>(r.asset_slots),
+             static_cast<long long>(r.pass_holds));
+
+  if (stopping_) {
+    if (!clean) exit_code_ = 1;
+    return;
+  }
+  if (p.state == SlotState::Draining) {
+    if (p.generation != generation_) {
+      bool remaining = std::any_of(procs_.begin(), procs_.end(), [&](const WorkerProc& q) {
+        return q.state != SlotState::Free && q.generation == p.generation;
+      });
+      if (!remaining) LOG_INFO("generation %u drained", p.generation);
+    }
+    return;
+  }
+  // A running worker died on its own: replace it, backing off when it keeps
+  // dying at startup so a broken worker cannot turn the master into a fork loop.
+  segment_->count(shm::Counter::WorkerRestartsTotal);
+  if (now - p.started_at < kQuickDeath) {
+    backoff_ = backoff_ ? std::min(backoff_ * 2, kBackoffMax) : kBackoffFirst;
+    next_spawn_at_ = now + backoff_;
+    LOG_WARN("worker %u died %lld ms after start; next start in %lld ms", slot,
+             static_cast<long long>(now - p.started_at), static_cast<long long>(backoff_));
+  } else {
+    backoff_ = 0;
+    next_spawn_at_ = now;
+  }
+}
+
+// ------------------------------------------------------------------ events
+
+void Master::beginStop(Millis now) {
+  if (stopping_) {
+    if (!stop_now_) {
+      LOG_WARN("second stop signal: killing %d worker(s) now", liveWorkers());
+      stop_now_ = true;
+      exit_code_ = 1;
+      signalWorkers(SIGKILL);
+    }
+    return;
+  }
+  LOG_INFO("draining...");
+  stopping_ = true;
+  stop_deadline_ = now + config_->shutdown_grace + kStopKillMargin;
+  // Workers already draining after a reload were told once; a second SIGTERM
+  // could mean "stop now" to them, so they only get the stop deadline.
+  for (size_t slot = 0; slot < procs_.size(); ++slot)
+    if (procs_[slot].state == SlotState::Running) drain(static_cast<shm::WorkerSlot>(slot), now, kStopKillMargin);
+}
+
+void Master::reload(Millis now) {
+  config::LoadResult result;
+  // Load from the start directory, so relative names resolve as they did at
+  // startup even in a daemon that has since moved to "/".
+  bool moved = config_->daemon && !start_dir_.empty() && chdir(start_dir_.c_str()) == 0;
+  try {
+    result = config::load(args_, env_);
+  } catch (const std::exception& e) {
+    result.errors.push_back(e.what());
+  }
+  if (moved && chdir("/") != 0) LOG_WARN("chdir /: %s", std::strerror(errno));
+  if (result.ok() && (result.action != config::Action::Run || !result.config))
+    result.errors.push_back("the command line does not start a server");
+  if (!result.ok()) {
+    for (const std::string& error : result.errors) LOG_ERROR("reload refused: %s", error.c_str());
+    return;
+  }
+  std::string error;
+  if (!checkAccessLog(*result.config, &error)) {
+    LOG_ERROR("reload refused: %s", error.c_str());
+    return;
+  }
+  std::vector<std::string> notes;
+  config::ConfigPtr fresh = mergeReloadedConfig(*config_, *withAbsolutePaths(result.config, start_dir_),
+                                                segment_->geometry().worker_slots, &notes);
+  for (const std::string& note : notes) LOG_WARN("%s", note.c_str());
+  if (fresh->error_log != config_->error_log) {
+    if (log::openErrorLog(fresh->error_log)) {
+      LOG_INFO("error log now %s", fresh->error_log.empty() ? "stderr" : fresh->error_log.c_str());
+    } else {
+      LOG_ERROR("reload: -error-log %s: %s; keeping the current error log", fresh->error_log.c_str(),
+                std::strerror(errno));
+      auto kept = std::make_shared<config::Config>(*fresh);
+      kept->error_log = config_->error_log;
+      fresh = kept;
+    }
+  }
+  // A cap set at run time (POST /_room/cap) survives unless the file changed cap.
+  if (fresh->cap != segment_->configuredPageCap()) {
+    segment_->setPageCap(fresh->cap);
+    segment_->setConfiguredPageCap(fresh->cap);
+  }
+  config_ = fresh;
+  ++generation_;
+  segment_->setGeneration(generation_);
+  segment_->count(shm::Counter::ReloadsTotal);
+  log::setGeneration(generation_);
+  LOG_INFO("reload accepted: generation %u", generation_);
+  backoff_ = 0;
+  next_spawn_at_ = now;
+  next_reap_ = std::min(next_reap_, now + config_->reaper);
+  reconcile(now);
+}
+
+void Master::reopenLogs() {
+  if (!log::reopenErrorLog()) LOG_ERROR("reopen error log: %s", std::strerror(errno));
+  signalWorkers(SIGUSR1);
+  LOG_INFO("reopened log files");
+}
+
+void Master::janitor(Millis now) {
+  if (now >= next_reap_) {
+    int64_t evicted = segment_->reapExpired(now, config_->token_ttl);
+    if (evicted > 0) LOG_INFO("reaper evicted %lld expired tickets", static_cast<long long>(evicted));
+    next_reap_ = now + config_->reaper;
+  }
+  if (now >= next_sweep_) {
+    segment_->sweepPasses(now, config_->admit_ttl);
+    next_sweep_ = now + std::max<Millis>(config_->admit_ttl / 2, kMinPassSweep);
+  }
+  refreshReadiness();
+  for (size_t slot = 0; slot < procs_.size(); ++slot) {
+    WorkerProc& p = procs_[slot];
+    if (p.state == SlotState::Free || p.killed) continue;
+    Millis silent = p.ready ? now - segment_->lastHeartbeat(static_cast<shm::WorkerSlot>(slot)) : now - p.started_at;
+    if (silent > kHeartbeatTimeout) {
+      LOG_ERROR("worker %zu (pid %d) %s for %lld ms; killing it", slot, p.pid,
+                p.ready ? "sent no heartbeat" : "has not become ready", static_cast<long long>(silent));
+      kill(p.pid, SIGKILL);
+      p.killed = true;
+    }
+  }
+}
+
+}  // namespace
+
+int runMaster(config::ConfigPtr config, std::vector<std::string> args, config::Environment env) {
+  Master master(std::move(config), std::move(args), std::move(env));
+  return master.run();
+}
+
+}  // namespace concert::master

@@ -1,1 +1,241 @@
-// placeholder
+// The asset tier as a per-request guard (reference-behaviour §2.10).
+//
+// Private assets (-assets) need a valid concert_admit pass and go through two
+// pools; public assets (-asset-public) only through the second:
+//
+//   Start ─(private: pass missing/invalid/expired)──▶ 403, asset_denied_total
+//     │ private                                    │ public
+//     ▼                                            ▼
+//   PassPool: tryAcquirePass(id, h1|h2)  ──ok──▶ GlobalPool: tryAcquireAsset ──ok──▶ Holding
+//     │ AtCap: wait ≤ -asset-user-wait              │ none: wait ≤ -asset-wait       (asset_served_total)
+//     │   deadline → 429 Retry-After: 1             │   deadline → 503 Retry-After: 1
+//     │ TableFull → 503 Retry-After: 1              │
+//
+// Waiting means parking on the worker's eventfd (Resource PassSlot or
+// AssetSlot); whoever releases a slot anywhere wakes the workers that parked.
+// Every hold (pass cell, asset slot) is recorded per worker slot in the
+// segment, so release() returns it here and reclaimDeadWorker returns it if
+// the worker dies. The pass table full case answers 503 (fail closed: an
+// untracked pass would escape its per-user cap); the segment counts it in
+// pass_table_full_total.
+//
+// A valid pass past half its lifetime is re-minted (same id) and sent on the
+// response, whatever the outcome; no room cookie is ever set here.
+#include "worker/room.h"
+
+#include "common/admit_pass.h"
+#include "worker/admission.h"
+#include "worker/cookies.h"
+
+namespace concert::worker {
+namespace {
+
+// §2.10 protocol detection: the configured header wins when it names a
+// known protocol, otherwise the client connection's own version decides.
+shm::PassProto passProtocol(const config::Config& config, const Request& request) {
+  if (!config.client_proto_header.empty()) {
+    std::string_view v = request.header(config.client_proto_header);
+    if (v.substr(0, 6) == "HTTP/1") return shm::PassProto::H1;
+    if (v.substr(0, 6) == "HTTP/2" || v.substr(0, 6) == "HTTP/3") return shm::PassProto::H2;
+  }
+  return request.http_major >= 2 ? shm::PassProto::H2 : shm::PassProto::H1;
+}
+
+class AssetGuard final : public RequestGuard {
+ public:
+  AssetGuard(const WorkerContext& context, bool private_asset)
+      : context_(context), config_(*context.config), private_(private_asset) {}
+  ~AssetGuard() override { release(); }
+
+  Admission admit(const Request& request, Millis now) override {
+    switch (state_) {
+      case State::Start: return start(request, now);
+      case State::WaitingPass: return retryPass(now);
+      case State::WaitingGlobal: return retryGlobal(now);
+      case State::Holding: return proceed();
+      case State::Done: break;
+    }
+    return respond(emptyResponse(503, 1));
+  }
+
+  LocalResponse timedOut(const Request&, Millis) override {
+    LocalResponse r;
+    if (state_ == State::WaitingPass) {
+      ParkedRequests::unpark(context_, shm::Resource::PassSlot);
+      segment().count(shm::Counter::AssetUserThrottledTotal);
+      r = emptyResponse(429, 1);
+    } else {
+      if (state_ == State::WaitingGlobal) ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+      segment().count(shm::Counter::AssetGlobalThrottledTotal);
+      r = emptyResponse(503, 1);
+    }
+    // Give back the pass hold now rather than at release: the response is final.
+    releaseHolds();
+    state_ = State::Done;
+    outcome_ = Outcome::Rejected;
+    addPassCookie(r.headers);
+    return r;
+  }
+
+  void release() override {
+    if (state_ == State::WaitingPass) ParkedRequests::unpark(context_, shm::Resource::PassSlot);
+    if (state_ == State::WaitingGlobal) ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+    releaseHolds();
+    state_ = State::Done;
+  }
+
+  Outcome outcome() const override { return outcome_; }
+
+ private:
+  enum class State { Start, WaitingPass, WaitingGlobal, Holding, Done };
+
+  shm::Segment& segment() const { return *context_.segment; }
+
+  Admission start(const Request& request, Millis now) {
+    if (!private_) return tryGlobal(now);
+    int64_t unix_now = unixSeconds();
+    std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);
+    std::optional<common::AdmitPass> pass =
+        presented ? common::verifyPass(config_.admit_secret, *presented, unix_now) : std::nullopt;
+    if (!pass) {
+      segment().count(shm::Counter::AssetDeniedTotal);
+      return respond(emptyResponse(403));
+    }
+    pass_id_ = pass->id;
+    pass_cookie_ = common::slidePass(config_.admit_secret, pass, unix_now, config_.admit_ttl / 1000, false);
+    proto_ = passProtocol(config_, request);
+    return tryPass(now);
+  }
+
+  int32_t passCap() const {
+    return proto_ == shm::PassProto::H2 ? config_.asset_user_cap_h2 : config_.asset_user_cap_h1;
+  }
+
+  shm::PassAcquire acquirePass(Millis now) {
+    return segment().tryAcquirePass(pass_id_.data(), proto_, passCap(), context_.slot, now, &hold_);
+  }
+
+  Admission tryPass(Millis now) {
+    shm::PassAcquire result = acquirePass(now);
+    if (result == shm::PassAcquire::AtCap) {
+      ParkedRequests::park(context_, shm::Resource::PassSlot);
+      result = acquirePass(now);
+      if (result == shm::PassAcquire::AtCap && config_.asset_user_wait > 0) {
+        state_ = State::WaitingPass;
+        deadline_ = now + config_.asset_user_wait;
+        return wait();
+      }
+      ParkedRequests::unpark(context_, shm::Resource::PassSlot);
+    }
+    return afterPass(result, now);
+  }
+
+  Admission retryPass(Millis now) {
+    shm::PassAcquire result = acquirePass(now);
+    if (result == shm::PassAcquire::AtCap) return wait();
+    ParkedRequests::unpark(context_, shm::Resource::PassSlot);
+    return afterPass(result, now);
+  }
+
+  Admission afterPass(shm::PassAcquire result, Millis now) {
+    switch (result) {
+      case shm::PassAcquire::Acquired: return tryGlobal(now);
+      case shm::PassAcquire::AtCap:
+        segment().count(shm::Counter::AssetUserThrottledTotal);
+        return respond(emptyResponse(429, 1));
+      case shm::PassAcquire::TableFull: break;
+    }
+    return respond(emptyResponse(503, 1));
+  }
+
+  Admission tryGlobal(Millis now) {
+    if (segment().tryAcquireAsset(context_.slot)) return served();
+    ParkedRequests::park(context_, shm::Resource::AssetSlot);
+    if (segment().tryAcquireAsset(context_.slot)) {
+      ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+      return served();
+    }
+    if (config_.asset_wait > 0) {
+      state_ = State::WaitingGlobal;
+      deadline_ = now + config_.asset_wait;
+      return wait();
+    }
+    ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+    segment().count(shm::Counter::AssetGlobalThrottledTotal);
+    releaseHolds();
+    return respond(emptyResponse(503, 1));
+  }
+
+  Admission retryGlobal(Millis) {
+    if (!segment().tryAcquireAsset(context_.slot)) return wait();
+    ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+    return served();
+  }
+
+  Admission served() {
+    holding_asset_ = true;
+    state_ = State::Holding;
+    outcome_ = Outcome::Admitted;
+    segment().count(shm::Counter::AssetServedTotal);
+    return proceed();
+  }
+
+  Admission proceed() {
+    Admission a;
+    a.kind = Admission::Kind::Proceed;
+    addPassCookie(a.response_headers);
+    return a;
+  }
+
+  Admission wait() const {
+    Admission a;
+    a.kind = Admission::Kind::Wait;
+    a.deadline = deadline_;
+    return a;
+  }
+
+  Admission respond(LocalResponse response) {
+    state_ = State::Done;
+    outcome_ = Outcome::Rejected;
+    addPassCookie(response.headers);
+    Admission a;
+    a.kind = Admission::Kind::Respond;
+    a.response = std::move(response);
+    return a;
+  }
+
+  void addPassCookie(Headers& headers) const {
+    if (pass_cookie_) headers.push_back(Header{"Set-Cookie", admitSetCookie(config_, *pass_cookie_)});
+  }
+
+  void releaseHolds() {
+    if (holding_asset_) {
+      holding_asset_ = false;
+      segment().releaseAsset(context_.slot);
+    }
+    if (hold_.valid()) {
+      segment().releasePass(hold_, context_.slot, monotonicMs());
+      hold_ = shm::PassHold{};
+    }
+  }
+
+  const WorkerContext& context_;
+  const config::Config& config_;
+  const bool private_;
+  State state_ = State::Start;
+  Outcome outcome_ = Outcome::Rejected;
+  common::PassId pass_id_{};
+  shm::PassProto proto_ = shm::PassProto::H1;
+  shm::PassHold hold_;
+  bool holding_asset_ = false;
+  Millis deadline_ = 0;
+  std::optional<std::string> pass_cookie_;
+};
+
+}  // namespace
+
+std::unique_ptr<RequestGuard> makeAssetGuard(const WorkerContext& context, bool private_asset) {
+  return std::make_unique<AssetGuard>(context, private_asset);
+}
+
+}  // namespace concert::worker

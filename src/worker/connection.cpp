@@ -1,1 +1,520 @@
-// placeholder
+// Client side of a connection: reading and validating request heads, routing,
+// admission through the guard (including parking), local responses, request
+// bodies, keep-alive, pipelining and closing. See connection.h for the state
+// machine; the origin side is in proxy.cpp.
+#include "worker/connection.h"
+
+#include <event2/buffer.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <exception>
+
+#include "common/log.h"
+#include "worker/admission.h"
+#include "worker/upstream_pool.h"
+#include "worker/worker.h"
+
+namespace concert::worker {
+
+namespace {
+
+constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+timeval toTimeval(Millis ms) {
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(ms / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
+  return tv;
+}
+
+}  // namespace
+
+// No exception may leave a libevent callback: anything thrown while handling
+// one connection closes that connection (releasing what it held) and nothing else.
+#define CONCERT_CALLBACK_GUARD(conn, body)                                   \
+  try {                                                                      \
+    body;                                                                    \
+  } catch (const std::exception& e) {                                        \
+    LOG_ERROR("connection from %s: %s", (conn)->request_.peer_ip.c_str(), e.what()); \
+    (conn)->close();                                                         \
+  } catch (...) {                                                            \
+    LOG_ERROR("connection from %s: unknown exception", (conn)->request_.peer_ip.c_str()); \
+    (conn)->close();                                                         \
+  }
+
+ClientConnection::ClientConnection(Worker& worker, evutil_socket_t fd, std::string peer_ip)
+    : worker_(worker), parser_(MessageParser::Kind::Request), request_(parser_.request()) {
+  request_.peer_ip = std::move(peer_ip);
+  bev_ = bufferevent_socket_new(worker_.base(), fd, BEV_OPT_CLOSE_ON_FREE);
+  if (!bev_) evutil_closesocket(fd);
+}
+
+ClientConnection::~ClientConnection() {
+  if (bev_) bufferevent_free(bev_);
+  if (head_timer_) event_free(head_timer_);
+  if (response_timer_) event_free(response_timer_);
+}
+
+bool ClientConnection::start() {
+  if (!bev_) return false;
+  head_timer_ = evtimer_new(worker_.base(), &ClientConnection::onHeadTimer, this);
+  response_timer_ = evtimer_new(worker_.base(), &ClientConnection::onResponseTimer, this);
+  if (!head_timer_ || !response_timer_) return false;
+  bufferevent_setcb(bev_, &ClientConnection::onClientRead, &ClientConnection::onClientWrite,
+                    &ClientConnection::onClientEvent, this);
+  bufferevent_setwatermark(bev_, EV_READ, 0, kHighWater);
+  bufferevent_setwatermark(bev_, EV_WRITE, kLowWater, 0);
+  bufferevent_enable(bev_, EV_READ | EV_WRITE);
+  idle_ = false;  // a new connection gets the head timeout, not the keep-alive idle one
+  armHeadTimer(kHeadTimeout);
+  return true;
+}
+
+// ------------------------------------------------------------ callbacks
+
+void ClientConnection::onClientRead(bufferevent*, void* arg) {
+  auto* c = static_cast<ClientConnection*>(arg);
+  if (c->closed_) return;
+  CONCERT_CALLBACK_GUARD(c, {
+    switch (c->state_) {
+      case State::ReadingHead: c->processInput(); break;
+      case State::LocalBody: c->pumpBody(); break;
+      case State::Proxying:
+        if (!c->body_done_) c->pumpBody();
+        break;
+      case State::Tunnel: c->tunnelPump(); break;
+      case State::Lingering: {
+        evbuffer* in = bufferevent_get_input(c->bev_);
+        evbuffer_drain(in, evbuffer_get_length(in));
+        break;
+      }
+      case State::Parked:
+      case State::Closing: break;
+    }
+  })
+}
+
+void ClientConnection::onClientWrite(bufferevent*, void* arg) {
+  auto* c = static_cast<ClientConnection*>(arg);
+  if (c->closed_) return;
+  CONCERT_CALLBACK_GUARD(c, {
+    switch (c->state_) {
+      case State::Closing:
+        if (evbuffer_get_length(bufferevent_get_output(c->bev_)) == 0) c->startClosing();
+        break;
+      case State::Proxying:
+        if (c->upstream_paused_ && c->upstream_) {
+          c->upstream_paused_ = false;
+          bufferevent_enable(c->upstream_->bev, EV_READ);
+          c->relayResponseBody();
+        }
+        break;
+      case State::Tunnel: c->tunnelPump(); break;
+      default: break;
+    }
+  })
+}
+
+void ClientConnection::onClientEvent(bufferevent*, short events, void* arg) {
+  auto* c = static_cast<ClientConnection*>(arg);
+  if (c->closed_) return;
+  CONCERT_CALLBACK_GUARD(c, {
+    // A client that stops sending while its final response is still being
+    // flushed is not gone yet; anywhere else EOF or an error means gone (the
+    // original cancels the request when the client's side closes).
+    if (c->state_ == State::Closing && (events & BEV_EVENT_EOF) && !(events & BEV_EVENT_ERROR)) return;
+    c->close();
+  })
+}
+
+void ClientConnection::onHeadTimer(evutil_socket_t, short, void* arg) {
+  auto* c = static_cast<ClientConnection*>(arg);
+  if (c->closed_) return;
+  CONCERT_CALLBACK_GUARD(c, {
+    // Slowloris, an idle keep-alive connection, or a lingering close that ran long.
+    if (c->state_ == State::ReadingHead || c->state_ == State::Lingering || c->state_ == State::Closing) c->close();
+  })
+}
+
+void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len) {
+  auto* c = static_cast<ClientConnection*>(arg);
+  if (len == 0) return;
+  c->body_total_ += static_cast<int64_t>(len);
+  if (c->body_total_ > c->worker_.config().max_body) {
+    c->body_error_ = true;
+    return;
+  }
+  switch (c->sink_) {
+    case Sink::Upstream: {
+      evbuffer* out = bufferevent_get_output(c->upstream_->bev);
+      evbuffer_add_printf(out, "%zx\r\n", len);
+      evbuffer_add(out, data, len);
+      evbuffer_add(out, "\r\n", 2);
+      break;
+    }
+    case Sink::Collect:
+      if (c->collected_.size() + len > kMaxCapBody) {
+        c->body_error_ = true;
+        return;
+      }
+      c->collected_.append(data, len);
+      break;
+    case Sink::Discard: break;
+  }
+}
+
+// ------------------------------------------------------------ heads
+
+void ClientConnection::processInput() {
+  if (in_process_) return;  // the loop below picks up the next pipelined request
+  in_process_ = true;
+  evbuffer* in = bufferevent_get_input(bev_);
+  while (!closed_ && state_ == State::ReadingHead) {
+    if (evbuffer_get_length(in) == 0) break;
+    if (idle_) {
+      idle_ = false;
+      armHeadTimer(kHeadTimeout);
+    }
+    evbuffer_iovec vec;
+    if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1 || vec.iov_len == 0) break;
+    size_t consumed = 0;
+    ParseStatus s = parser_.feedHead(static_cast<const char*>(vec.iov_base), vec.iov_len, &consumed);
+    evbuffer_drain(in, consumed);
+    if (s == ParseStatus::NeedMore) continue;
+    if (s == ParseStatus::Error) {
+      failRequest(parser_.errorStatus());
+      break;
+    }
+    dispatch();
+  }
+  in_process_ = false;
+}
+
+void ClientConnection::dispatch() {
+  evtimer_del(head_timer_);
+  started_ms_ = monotonicMs();
+  started_wall_ = time(nullptr);
+  status_ = 0;
+  bytes_sent_ = 0;
+  outcome_ = Outcome::Local;
+  extra_headers_.clear();
+  body_total_ = 0;
+  body_error_ = false;
+  if (request_.chunked) {
+    body_mode_ = BodyMode::Chunked;
+    body_done_ = false;
+  } else if (request_.content_length > 0) {
+    body_mode_ = BodyMode::Length;
+    body_remaining_ = request_.content_length;
+    body_done_ = false;
+  } else {
+    body_mode_ = BodyMode::None;
+    body_done_ = true;
+  }
+
+  const config::Config& config = worker_.config();
+  route_ = route(config, request_.method, request_.path);
+  log_request_ = !(route_ == Route::PrivateAsset || route_ == Route::PublicAsset || route_ == Route::QueueStatus ||
+                   route_ == Route::Healthz);
+  if (request_.content_length > config.max_body) {
+    failRequest(413);
+    return;
+  }
+
+  const WorkerContext& ctx = worker_.context();
+  switch (route_) {
+    case Route::QueueStatus: respondLocal(handleQueueStatus(ctx, request_, monotonicMs()), false); return;
+    case Route::Healthz: respondLocal(handleHealthz(ctx, request_), false); return;
+    case Route::Stats: respondLocal(handleStats(ctx, request_), false); return;
+    case Route::Cap:
+      if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxCapBody)) {
+        failRequest(413);
+        return;
+      }
+      collected_.clear();
+      sink_ = Sink::Collect;
+      state_ = State::LocalBody;
+      if (body_done_) {
+        bodyFinished();
+        return;
+      }
+      if (request_.expect_continue) bufferevent_write(bev_, kContinue, sizeof kContinue - 1);
+      pumpBody();
+      return;
+    case Route::MethodNotAllowed: {
+      LocalResponse r = plainText(405, "method not allowed\n");
+      r.headers.push_back({"Allow", std::string(allowedMethods(request_.path))});
+      respondLocal(std::move(r), false);
+      return;
+    }
+    case Route::Bypass:
+      outcome_ = Outcome::Bypass;
+      startProxy();
+      return;
+    case Route::PrivateAsset:
+    case Route::PublicAsset:
+      guard_ = makeAssetGuard(ctx, route_ == Route::PrivateAsset);
+      runGuard(monotonicMs());
+      return;
+    case Route::Page:
+      guard_ = makePageGuard(ctx);
+      runGuard(monotonicMs());
+      return;
+  }
+}
+
+// ------------------------------------------------------------ admission
+
+void ClientConnection::runGuard(Millis now) {
+  Admission admission = guard_->admit(request_, now);
+  outcome_ = guard_->outcome();
+  const bool was_parked = state_ == State::Parked;
+  switch (admission.kind) {
+    case Admission::Kind::Proceed:
+      if (was_parked) worker_.unpark(this);
+      extra_headers_ = std::move(admission.response_headers);
+      startProxy();
+      return;
+    case Admission::Kind::Respond:
+      if (was_parked) worker_.unpark(this);
+      state_ = State::ReadingHead;
+      respondLocal(std::move(admission.response), false);
+      return;
+    case Admission::Kind::Wait:
+      park_deadline_ = admission.deadline;
+      if (!was_parked) {
+        state_ = State::Parked;
+        worker_.park(this);
+      }
+      return;
+  }
+}
+
+void ClientConnection::recheckAdmission(Millis now) {
+  if (closed_ || state_ != State::Parked) return;
+  CONCERT_CALLBACK_GUARD(this, {
+    if (now >= park_deadline_) {
+      LocalResponse response = guard_->timedOut(request_, now);
+      outcome_ = guard_->outcome();
+      worker_.unpark(this);
+      state_ = State::ReadingHead;
+      respondLocal(std::move(response), false);
+    } else {
+      runGuard(now);
+    }
+  })
+  if (!closed_ && state_ == State::ReadingHead) processInput();
+}
+
+// ------------------------------------------------------------ responses
+
+void ClientConnection::failRequest(int status) {
+  if (started_ms_ == 0) {  // refused before dispatch: the head itself was bad
+    started_ms_ = monotonicMs();
+    started_wall_ = time(nullptr);
+    log_request_ = true;
+  }
+  LocalResponse r = plainText(status, std::string(reasonPhrase(status)) + "\n");
+  if (status == 405) r.headers.push_back({"Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"});
+  respondLocal(std::move(r), true);
+}
+
+void ClientConnection::respondLocal(LocalResponse&& response, bool close_after) {
+  status_ = response.status;
+  WireOptions wire;
+  wire.head_request = request_.method == "HEAD";
+  const bool unread_expected_body = !body_done_ && request_.expect_continue;
+  const bool must_close = close_after || !request_.keep_alive || worker_.draining() || unread_expected_body ||
+                          body_error_;
+  wire.close = must_close;
+  wire.http10_keep_alive = !must_close && request_.http_minor == 0;
+  scratch_.clear();
+  serializeResponse(response, wire, scratch_);
+  bufferevent_write(bev_, scratch_.data(), scratch_.size());
+  const bool bodiless = status_ < 200 || status_ == 204 || status_ == 304;
+  bytes_sent_ = (wire.head_request || bodiless) ? 0 : response.body.size();
+  if (must_close || body_done_) {
+    endRequest(!must_close);
+    return;
+  }
+  // The answer is out; the rest of the request body is read and dropped so
+  // the connection can carry the next request.
+  releaseGuard();
+  logRequest();
+  sink_ = Sink::Discard;
+  state_ = State::LocalBody;
+  pumpBody();
+}
+
+// ------------------------------------------------------------ request bodies
+
+void ClientConnection::pumpBody() {
+  evbuffer* in = bufferevent_get_input(bev_);
+  while (!closed_ && !body_done_) {
+    size_t avail = evbuffer_get_length(in);
+    if (avail == 0) return;
+    evbuffer* up_out = nullptr;
+    if (sink_ == Sink::Upstream) {
+      if (!upstream_) return;
+      up_out = bufferevent_get_output(upstream_->bev);
+      if (evbuffer_get_length(up_out) >= kHighWater) return;  // resumed by onUpstreamWrite
+    }
+    if (body_mode_ == BodyMode::Length) {
+      size_t n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(avail), body_remaining_));
+      switch (sink_) {
+        case Sink::Upstream: evbuffer_remove_buffer(in, up_out, n); break;
+        case Sink::Collect: {
+          size_t old = collected_.size();
+          collected_.resize(old + n);
+          evbuffer_remove(in, collected_.data() + old, n);
+          break;
+        }
+        case Sink::Discard: evbuffer_drain(in, n); break;
+      }
+      body_remaining_ -= static_cast<int64_t>(n);
+      body_total_ += static_cast<int64_t>(n);
+      if (body_remaining_ == 0) bodyFinished();
+      continue;
+    }
+    evbuffer_iovec vec;
+    if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1 || vec.iov_len == 0) return;
+    size_t consumed = 0;
+    ParseStatus s = parser_.feedChunked(static_cast<const char*>(vec.iov_base), vec.iov_len, &consumed,
+                                        &ClientConnection::onChunkToUpstream, this);
+    evbuffer_drain(in, consumed);
+    if (body_error_ || s == ParseStatus::Error) {
+      const int status = body_error_ ? 413 : 400;
+      body_error_ = true;
+      if (response_started_ || (state_ == State::LocalBody && sink_ == Sink::Discard)) {
+        close();  // the answer already went out: nothing left to say
+      } else {
+        dropUpstream(false);
+        failRequest(status);
+      }
+      return;
+    }
+    if (s == ParseStatus::BodyDone) bodyFinished();
+  }
+}
+
+void ClientConnection::bodyFinished() {
+  body_done_ = true;
+  switch (sink_) {
+    case Sink::Collect:
+      respondLocal(handleCap(worker_.context(), request_, collected_), false);
+      return;
+    case Sink::Discard:
+      endRequest(true);
+      return;
+    case Sink::Upstream:
+      if (body_mode_ == BodyMode::Chunked && upstream_)
+        evbuffer_add(bufferevent_get_output(upstream_->bev), "0\r\n\r\n", 5);
+      armResponseTimer();
+      return;
+  }
+}
+
+// ------------------------------------------------------------ endings
+
+void ClientConnection::releaseGuard() {
+  if (guard_) {
+    guard_->release();
+    guard_.reset();
+  }
+}
+
+void ClientConnection::logRequest() {
+  if (!log_request_) return;
+  log_request_ = false;
+  if (status_ == 0) return;
+  double seconds = static_cast<double>(monotonicMs() - started_ms_) / 1000.0;
+  worker_.accessLog().record(request_, status_, bytes_sent_, seconds, outcome_, started_wall_);
+}
+
+void ClientConnection::endRequest(bool keep_alive) {
+  releaseGuard();
+  logRequest();
+  dropUpstream(false);
+  extra_headers_.clear();
+  collected_.clear();
+  status_ = 0;
+  bytes_sent_ = 0;
+  started_ms_ = 0;
+  body_mode_ = BodyMode::None;
+  body_done_ = true;
+  body_error_ = false;
+  sink_ = Sink::Discard;
+  up_phase_ = UpPhase::None;
+  retried_ = false;
+  response_started_ = false;
+  close_after_response_ = false;
+  if (!keep_alive || worker_.draining()) {
+    startClosing();
+    return;
+  }
+  parser_.reset();
+  state_ = State::ReadingHead;
+  idle_ = true;
+  armHeadTimer(kIdleTimeout);
+  bufferevent_enable(bev_, EV_READ);
+  processInput();
+}
+
+void ClientConnection::startClosing() {
+  if (closed_) return;
+  evbuffer* out = bufferevent_get_output(bev_);
+  if (state_ != State::Closing) {
+    state_ = State::Closing;
+    bufferevent_disable(bev_, EV_READ);
+    bufferevent_setwatermark(bev_, EV_WRITE, 0, 0);
+    armHeadTimer(kHeadTimeout);  // a client that never reads its answer is not waited for forever
+  }
+  if (evbuffer_get_length(out) > 0) return;  // onClientWrite calls back when flushed
+  // Lingering close: stop sending, keep reading (and dropping) briefly so a
+  // client still uploading receives our answer instead of a reset.
+  state_ = State::Lingering;
+  shutdown(bufferevent_getfd(bev_), SHUT_WR);
+  evbuffer* in = bufferevent_get_input(bev_);
+  evbuffer_drain(in, evbuffer_get_length(in));
+  bufferevent_setwatermark(bev_, EV_READ, 0, 0);
+  bufferevent_enable(bev_, EV_READ);
+  armHeadTimer(kLingerTimeout);
+}
+
+void ClientConnection::close() {
+  if (closed_) return;
+  closed_ = true;
+  releaseGuard();
+  logRequest();
+  if (state_ == State::Parked) worker_.unpark(this);
+  dropUpstream(false);
+  if (head_timer_) evtimer_del(head_timer_);
+  if (response_timer_) evtimer_del(response_timer_);
+  if (bev_) {
+    bufferevent_setcb(bev_, nullptr, nullptr, nullptr, nullptr);
+    bufferevent_free(bev_);
+    bev_ = nullptr;
+  }
+  worker_.connectionClosed(this);
+}
+
+void ClientConnection::closeIfIdle() {
+  if (closed_) return;
+  if (state_ == State::ReadingHead && idle_) close();
+}
+
+void ClientConnection::abort() {
+  if (!closed_) close();
+}
+
+void ClientConnection::armHeadTimer(Millis ms) {
+  timeval tv = toTimeval(ms);
+  evtimer_add(head_timer_, &tv);
+}
+
+bool ClientConnection::clientOutputFull() const {
+  return evbuffer_get_length(bufferevent_get_output(bev_)) >= kHighWater;
+}
+
+}  // namespace concert::worker

@@ -1,1 +1,123 @@
-// placeholder
+// Cookie parsing, Concert-cookie stripping and Set-Cookie formatting.
+//
+// Parsing follows Go's net/http readCookies closely enough for the four
+// names Concert cares about: each Cookie header is split on ';', pieces are
+// trimmed of spaces and tabs, empty pieces are skipped, the name is what
+// precedes the first '='. Stripping keeps every other piece byte for byte and
+// in order, so the origin sees its own cookies exactly as the client sent
+// them (Go re-serialised them, which could alter unusual values: §7.23).
+#include "worker/cookies.h"
+
+#include "worker/admission.h"
+
+namespace concert::worker {
+namespace {
+
+std::string_view trimSpace(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::string_view pieceName(std::string_view piece) {
+  return trimSpace(piece.substr(0, piece.find('=')));
+}
+
+bool isConcertCookie(std::string_view name) {
+  return name == kTicketCookie || name == kPassCookie || name == kProbeCookie || name == kAdmitCookie;
+}
+
+// Calls fn(piece) for every non-empty trimmed piece of one Cookie header value;
+// stops early when fn returns false.
+template <typename Fn>
+void forEachPiece(std::string_view header, Fn&& fn) {
+  while (!header.empty()) {
+    size_t semi = header.find(';');
+    std::string_view piece = trimSpace(header.substr(0, semi));
+    header = semi == std::string_view::npos ? std::string_view() : header.substr(semi + 1);
+    if (!piece.empty() && !fn(piece)) return;
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> cookieValue(const Headers& headers, std::string_view name) {
+  std::optional<std::string> found;
+  for (const Header& h : headers) {
+    if (!equalsIgnoreCase(h.name, "Cookie")) continue;
+    forEachPiece(h.value, [&](std::string_view piece) {
+      if (pieceName(piece) != name) return true;
+      size_t eq = piece.find('=');
+      std::string_view value = eq == std::string_view::npos ? std::string_view() : trimSpace(piece.substr(eq + 1));
+      if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+      found = std::string(value);
+      return false;
+    });
+    if (found) return found;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> stripConcertCookies(std::string_view cookie_header) {
+  std::string out;
+  forEachPiece(cookie_header, [&](std::string_view piece) {
+    if (isConcertCookie(pieceName(piece))) return true;
+    if (!out.empty()) out += "; ";
+    out += piece;
+    return true;
+  });
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+std::string formatSetCookie(std::string_view name, std::string_view value, const CookieAttributes& attributes) {
+  std::string out;
+  out.reserve(160);
+  out.append(name).append("=").append(value);
+  if (!attributes.path.empty()) out.append("; Path=").append(attributes.path);
+  if (!attributes.domain.empty()) {
+    // Go drops one leading dot: browsers treat ".example.com" and "example.com" alike.
+    std::string_view domain = attributes.domain;
+    if (domain.front() == '.') domain.remove_prefix(1);
+    out.append("; Domain=").append(domain);
+  }
+  if (attributes.max_age > 0) out.append("; Max-Age=").append(std::to_string(attributes.max_age));
+  if (attributes.http_only) out.append("; HttpOnly");
+  if (attributes.secure) out.append("; Secure");
+  out.append("; SameSite=Lax");
+  return out;
+}
+
+namespace {
+
+CookieAttributes roomAttributes(const config::Config& config, bool tls, bool http_only) {
+  CookieAttributes a;
+  a.path = config.cookie_path;
+  a.domain = config.cookie_domain;
+  a.max_age = config.token_ttl / 1000;
+  a.http_only = http_only;
+  a.secure = config.secure_cookie || tls;
+  return a;
+}
+
+}  // namespace
+
+std::string ticketSetCookie(const config::Config& config, std::string_view value, bool tls) {
+  return formatSetCookie(kTicketCookie, value, roomAttributes(config, tls, true));
+}
+
+std::string probeSetCookie(const config::Config& config, bool tls) {
+  return formatSetCookie(kProbeCookie, "1", roomAttributes(config, tls, false));
+}
+
+std::string admitSetCookie(const config::Config& config, std::string_view value) {
+  CookieAttributes a;
+  a.path = config.cookie_path;
+  a.domain = config.cookie_domain;
+  a.max_age = config.admit_ttl / 1000;
+  a.http_only = true;
+  a.secure = config.secure_cookie;
+  return formatSetCookie(kAdmitCookie, value, a);
+}
+
+}  // namespace concert::worker

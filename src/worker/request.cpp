@@ -1,1 +1,42 @@
-// placeholder
+// Header lookups over a parsed request head. Names compare ASCII
+// case-insensitively (RFC 9110 field names); values are returned as sent.
+#include "worker/request.h"
+
+namespace concert::worker {
+
+namespace {
+inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+}  // namespace
+
+bool equalsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (lower(a[i]) != lower(b[i])) return false;
+  return true;
+}
+
+std::string_view findHeader(const Headers& headers, std::string_view name) {
+  for (const Header& h : headers)
+    if (equalsIgnoreCase(h.name, name)) return h.value;
+  return {};
+}
+
+bool hasHeader(const Headers& headers, std::string_view name) {
+  for (const Header& h : headers)
+    if (equalsIgnoreCase(h.name, name)) return true;
+  return false;
+}
+
+std::string joinHeader(const Headers& headers, std::string_view name, std::string_view sep) {
+  std::string out;
+  bool first = true;
+  for (const Header& h : headers) {
+    if (!equalsIgnoreCase(h.name, name)) continue;
+    if (!first) out += sep;
+    out += h.value;
+    first = false;
+  }
+  return out;
+}
+
+}  // namespace concert::worker

@@ -19,4 +19,24 @@ struct LocalResponse {
 // "Too Many Requests" etc.; "" for unknown codes.
 const char* reasonPhrase(int status);
 
+// A text/plain; charset=utf-8 response (errors such as 400, 502, 504).
+LocalResponse plainText(int status, std::string body);
+
+// How a response head is framed toward the client.
+struct WireOptions {
+  bool head_request = false;  // HEAD: headers (with the real Content-Length), no body
+  bool close = false;         // announce and then do close the connection
+  bool http10_keep_alive = false;  // HTTP/1.0 client that asked for keep-alive: say so
+};
+
+// Appends the whole response (status line, headers, Content-Length unless
+// 1xx/204/304, Date, Connection, body) to `out`. Any Content-Length,
+// Transfer-Encoding, Connection or Date in `response.headers` is ignored:
+// the data path owns framing.
+void serializeResponse(const LocalResponse& response, const WireOptions& options, std::string& out);
+
+// The current time as an IMF-fixdate ("Mon, 30 Nov 2026 03:10:16 GMT"),
+// formatted at most once per second.
+std::string_view httpDate();
+
 }  // namespace concert::worker

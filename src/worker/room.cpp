@@ -1,1 +1,377 @@
-// placeholder
+// The waiting room as a per-request guard, and GET /queue/status.
+//
+// The queue itself lives in shared memory (shm::Segment: ticket ring, page
+// semaphore, counters); this file is the HTTP face of it for one request:
+//
+//   Start ──(room_ticket ready: claim)──────────────┐
+//     │  (known, waiting: render, 200 page/429 JSON) │
+//     │  (new arrival: issue → Ready)────────────────┤
+//     │  (issue → Queued: 200 page / 429 JSON)       ▼
+//     │  (issue → Breaker/RingFull: 503)        TakingSlot: tryAcquirePage
+//     ▼                                           │ ok            │ none (cap shrank, race)
+//   Done (responded)                            Holding      WaitingForSlot ──deadline──▶ 503
+//                                                   │              │ slot freed (eventfd)
+//                                                   ▼              ▼
+//                                      release(): page slot back, ticket finished
+//
+// Once a ticket is claimed it is "in flight", owned by this worker's slot in
+// the segment, and this guard must finish it exactly once: on release (all
+// endings) or on the slot-wait timeout. A waiting ticket (Queued) belongs to
+// the visitor's cookie, not to this request; nothing is released for it.
+// If the worker dies, the master's reclaimDeadWorker finishes the claimed
+// ticket and returns the page slot from the slot's ledger.
+//
+// A ready ticket normally finds a page slot at once: the window admits no more
+// tickets than the cap. It can miss when the cap shrank or another worker's
+// request raced it; it then waits for a PageSlot wake-up, for at most
+// -upstream-timeout (the same patience the origin gets), and is answered like
+// the breaker when that runs out (counted in timeouts_total).
+#include "worker/room.h"
+
+#include <map>
+#include <tuple>
+
+#include "common/admit_pass.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "worker/admission.h"
+#include "worker/cookies.h"
+#include "worker/pages.h"
+
+namespace concert::worker {
+
+// ------------------------------------------------------------------ helpers
+
+bool wantsHtml(const Request& request) {
+  return joinHeader(request.headers, "Accept").find("text/html") != std::string::npos;
+}
+
+namespace {
+
+void replaceAll(std::string& text, std::string_view from, std::string_view to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
+Header header(std::string_view name, std::string value) { return Header{std::string(name), std::move(value)}; }
+
+}  // namespace
+
+std::string renderWaitingPage(const config::Config& config, int64_t position) {
+  std::string page = config.html_template.empty() ? std::string(kWaitingRoomHtml) : config.html_template;
+  replaceAll(page, "{{.Position}}", std::to_string(position < 1 ? 1 : position));
+  replaceAll(page, "{{.SkipURL}}", config.rate > 0 ? config.skip_url : std::string());
+  return page;
+}
+
+LocalResponse roomFullResponse(const config::Config& config, const Request& request) {
+  LocalResponse r;
+  r.status = 503;
+  if (config.api_json && !wantsHtml(request)) {
+    r.headers.push_back(header("Content-Type", std::string(kJsonType)));
+    r.body = common::JsonObject()
+                 .add("error", "waiting room is full")
+                 .add("queued", false)
+                 .add("retry_after_seconds", config.retry_after)
+                 .str();
+  } else {
+    r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
+    r.body = std::string(kQueueFullHtml);
+  }
+  r.headers.push_back(header("Cache-Control", "no-store"));
+  r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
+  return r;
+}
+
+LocalResponse emptyResponse(int status, int retry_after) {
+  LocalResponse r;
+  r.status = status;
+  if (retry_after > 0) r.headers.push_back(header("Retry-After", std::to_string(retry_after)));
+  return r;
+}
+
+namespace {
+
+using ParkKey = std::tuple<const shm::Segment*, shm::WorkerSlot, shm::Resource>;
+
+std::map<ParkKey, int64_t>& parkedCounts() {
+  static std::map<ParkKey, int64_t> counts;
+  return counts;
+}
+
+}  // namespace
+
+void ParkedRequests::park(const WorkerContext& context, shm::Resource resource) {
+  int64_t& n = parkedCounts()[ParkKey(context.segment, context.slot, resource)];
+  if (n++ == 0) context.segment->setWaiting(context.slot, resource, true);
+}
+
+void ParkedRequests::unpark(const WorkerContext& context, shm::Resource resource) {
+  auto it = parkedCounts().find(ParkKey(context.segment, context.slot, resource));
+  if (it == parkedCounts().end() || it->second <= 0) return;
+  if (--it->second == 0) {
+    context.segment->setWaiting(context.slot, resource, false);
+    parkedCounts().erase(it);
+  }
+}
+
+int64_t ParkedRequests::count(const WorkerContext& context, shm::Resource resource) {
+  auto it = parkedCounts().find(ParkKey(context.segment, context.slot, resource));
+  return it == parkedCounts().end() ? 0 : it->second;
+}
+
+// ------------------------------------------------------------------ page guard
+namespace {
+
+class PageGuard final : public RequestGuard {
+ public:
+  explicit PageGuard(const WorkerContext& context) : context_(context), config_(*context.config) {}
+  ~PageGuard() override { release(); }
+
+  Admission admit(const Request& request, Millis now) override {
+    switch (state_) {
+      case State::Start: return start(request, now);
+      case State::WaitingForSlot: return retrySlot(request, now);
+      case State::Holding: return proceed(request);
+      case State::Done: break;
+    }
+    return respond(roomFullResponse(config_, request), Outcome::Rejected);
+  }
+
+  LocalResponse timedOut(const Request& request, Millis) override {
+    if (state_ == State::WaitingForSlot) giveUpSlot();
+    state_ = State::Done;
+    outcome_ = Outcome::Rejected;
+    return roomFullResponse(config_, request);
+  }
+
+  void release() override {
+    // The client went away while its ready ticket waited for a slot: the
+    // reference's EventTimeout (§1.3 step 4).
+    if (state_ == State::WaitingForSlot) giveUpSlot();
+    if (holding_page_) {
+      holding_page_ = false;
+      // Edge-triggered like the original: only the full -> not-full step logs.
+      bool was_full = segment().pageOccupancy() == segment().pageCap();
+      segment().releasePage(context_.slot);
+      if (was_full) logEdge("draining");
+    }
+    finishTicket();
+    state_ = State::Done;
+  }
+
+  Outcome outcome() const override { return outcome_; }
+
+ private:
+  enum class State { Start, WaitingForSlot, Holding, Done };
+
+  shm::Segment& segment() const { return *context_.segment; }
+
+  Admission start(const Request& request, Millis now) {
+    std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
+    std::optional<shm::TicketCookie> cookie = value ? shm::TicketCookie::fromHex(*value) : std::nullopt;
+    if (cookie) {
+      if (segment().claim(*cookie, context_.slot)) return takeSlot(cookie->ticket, request, now);
+      shm::TicketView view = segment().render(*cookie, now, config_.token_ttl);
+      if (view.state == shm::TicketState::Waiting) return waiting(request, *cookie, view.position);
+      // Ready here means it turned ready between claim and render: one more try.
+      if (view.state == shm::TicketState::Ready && segment().claim(*cookie, context_.slot))
+        return takeSlot(cookie->ticket, request, now);
+      // Unknown, expired, or claimed by a concurrent reload: a new arrival.
+    }
+    shm::Issued issued = segment().issue(context_.slot, config_.max_queue, now);
+    switch (issued.outcome) {
+      case shm::IssueOutcome::Ready: return takeSlot(issued.cookie.ticket, request, now);
+      case shm::IssueOutcome::Queued: return waiting(request, issued.cookie, issued.position);
+      case shm::IssueOutcome::Breaker:
+      case shm::IssueOutcome::RingFull: break;
+    }
+    return respond(roomFullResponse(config_, request), Outcome::Rejected);
+  }
+
+  Admission takeSlot(uint64_t ticket, const Request& request, Millis now) {
+    ticket_ = ticket;
+    ticket_in_flight_ = true;
+    if (segment().tryAcquirePage(context_.slot)) return admitted(request);
+    // Register before retrying, so a release between the two cannot be missed.
+    ParkedRequests::park(context_, shm::Resource::PageSlot);
+    if (segment().tryAcquirePage(context_.slot)) {
+      ParkedRequests::unpark(context_, shm::Resource::PageSlot);
+      return admitted(request);
+    }
+    state_ = State::WaitingForSlot;
+    deadline_ = now + (config_.upstream_timeout > 0 ? config_.upstream_timeout : 1000);
+    Admission a;
+    a.kind = Admission::Kind::Wait;
+    a.deadline = deadline_;
+    return a;
+  }
+
+  Admission retrySlot(const Request& request, Millis) {
+    if (segment().tryAcquirePage(context_.slot)) {
+      ParkedRequests::unpark(context_, shm::Resource::PageSlot);
+      return admitted(request);
+    }
+    Admission a;
+    a.kind = Admission::Kind::Wait;
+    a.deadline = deadline_;
+    return a;
+  }
+
+  Admission admitted(const Request& request) {
+    holding_page_ = true;
+    state_ = State::Holding;
+    outcome_ = Outcome::Admitted;
+    if (segment().pageOccupancy() == segment().pageCap()) logEdge("upstream saturated");
+    // §3.3: issue or slide the concert_admit pass before proxying, so it is
+    // present even when the origin then fails.
+    int64_t unix_now = unixSeconds();
+    std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);
+    std::optional<common::AdmitPass> pass =
+        presented ? common::verifyPass(config_.admit_secret, *presented, unix_now) : std::nullopt;
+    pass_cookie_ = common::slidePass(config_.admit_secret, pass, unix_now, config_.admit_ttl / 1000, true);
+    return proceed(request);
+  }
+
+  Admission proceed(const Request&) {
+    Admission a;
+    a.kind = Admission::Kind::Proceed;
+    if (pass_cookie_) a.response_headers.push_back(header("Set-Cookie", admitSetCookie(config_, *pass_cookie_)));
+    return a;
+  }
+
+  Admission waiting(const Request& request, const shm::TicketCookie& cookie, int64_t position) {
+    LocalResponse r;
+    std::string ticket_cookie = ticketSetCookie(config_, cookie.toHex(), request.tls);
+    std::string probe_cookie = probeSetCookie(config_, request.tls);
+    if (config_.api_json && !wantsHtml(request)) {
+      // §2.5, byte-exact: Go marshals this map with its keys sorted.
+      r.status = 429;
+      r.headers.push_back(header("Content-Type", std::string(kJsonType)));
+      r.headers.push_back(header("Cache-Control", "no-store"));
+      r.headers.push_back(header("Retry-After", std::to_string(config_.retry_after)));
+      r.body = common::JsonObject()
+                   .add("hint", "keep the room_ticket cookie and retry to hold your position")
+                   .add("queued", true)
+                   .add("retry_after_seconds", config_.retry_after)
+                   .add("status_url", "/queue/status")
+                   .str();
+    } else {
+      r.status = 200;
+      r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
+      r.headers.push_back(header("Cache-Control", "no-store"));
+      r.body = renderWaitingPage(config_, position);
+    }
+    r.headers.push_back(header("Set-Cookie", std::move(ticket_cookie)));
+    r.headers.push_back(header("Set-Cookie", std::move(probe_cookie)));
+    return respond(std::move(r), Outcome::Queued);
+  }
+
+  Admission respond(LocalResponse response, Outcome outcome) {
+    state_ = State::Done;
+    outcome_ = outcome;
+    Admission a;
+    a.kind = Admission::Kind::Respond;
+    a.response = std::move(response);
+    return a;
+  }
+
+  // The slot wait ended without a slot: the ticket will never be served.
+  // retire() finishes it (the window moves on) and counts timeouts_total.
+  void giveUpSlot() {
+    ParkedRequests::unpark(context_, shm::Resource::PageSlot);
+    ticket_in_flight_ = false;
+    segment().retire(ticket_, true);
+  }
+
+  void finishTicket() {
+    if (!ticket_in_flight_) return;
+    ticket_in_flight_ = false;
+    segment().finish(ticket_, context_.slot);
+  }
+
+  void logEdge(const char* what) const {
+    LOG_INFO("%s: %lld/%d slots, %lld queued (%lld live)", what,
+             static_cast<long long>(segment().pageOccupancy()), segment().pageCap(),
+             static_cast<long long>(segment().queueDepth()), static_cast<long long>(segment().liveQueueDepth()));
+  }
+
+  const WorkerContext& context_;
+  const config::Config& config_;
+  State state_ = State::Start;
+  Outcome outcome_ = Outcome::Rejected;
+  uint64_t ticket_ = 0;
+  bool ticket_in_flight_ = false;
+  bool holding_page_ = false;
+  Millis deadline_ = 0;
+  std::optional<std::string> pass_cookie_;
+};
+
+}  // namespace
+
+std::unique_ptr<RequestGuard> makePageGuard(const WorkerContext& context) {
+  return std::make_unique<PageGuard>(context);
+}
+
+// ------------------------------------------------------------------ /queue/status
+
+LocalResponse handleQueueStatus(const WorkerContext& context, const Request& request, Millis now) {
+  const config::Config& config = *context.config;
+  LocalResponse r;
+  if (request.method == "OPTIONS") {
+    r.status = 204;
+    return r;
+  }
+  r.headers.push_back(header("Content-Type", std::string(kJsonType)));
+  r.headers.push_back(header("Cache-Control", "no-store"));
+
+  // Field order is the original's struct order: ready, position, utilization,
+  // skip_cost, rate_per_pos, has_pass, cookies_required; zero values omitted.
+  std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
+  if (!value) {
+    r.body = common::JsonObject().add("ready", false).add("cookies_required", true).str();
+    return r;
+  }
+  std::optional<shm::TicketCookie> cookie = shm::TicketCookie::fromHex(*value);
+  if (!cookie) {
+    r.body = common::JsonObject().add("ready", true).str();
+    return r;
+  }
+  shm::TicketView view = context.segment->poll(*cookie, now, config.token_ttl);
+  if (view.state == shm::TicketState::Unknown || view.state == shm::TicketState::Expired) {
+    r.body = common::JsonObject().add("ready", true).str();
+    return r;
+  }
+  if (view.rate_limited) {
+    r.status = 429;
+    r.headers.push_back(header("Retry-After", "1"));
+    common::JsonObject body;
+    body.add("ready", false);
+    if (view.raw_position > 0) body.add("position", view.raw_position);
+    r.body = body.str();
+    return r;
+  }
+  if (view.state == shm::TicketState::Ready) {
+    r.body = common::JsonObject().add("ready", true).str();
+    return r;
+  }
+  common::JsonObject body;
+  body.add("ready", false);
+  if (view.position != 0) body.add("position", view.position);
+  double utilization = context.segment->snapshot().utilization;
+  if (utilization != 0) body.add("utilization", utilization);
+  if (config.rate > 0) {
+    double rate_per_pos = config.rate + static_cast<double>(context.segment->queueDepth()) * config.surge;
+    double skip_cost = view.position > 1 ? static_cast<double>(view.position - 1) * rate_per_pos : 0;
+    if (skip_cost != 0) body.add("skip_cost", skip_cost);
+    if (rate_per_pos != 0) body.add("rate_per_pos", rate_per_pos);
+  }
+  r.body = body.str();
+  if (view.refresh_cookie) {
+    r.headers.push_back(header("Set-Cookie", ticketSetCookie(config, cookie->toHex(), request.tls)));
+    r.headers.push_back(header("Set-Cookie", probeSetCookie(config, request.tls)));
+  }
+  return r;
+}
+
+}  // namespace concert::worker

@@ -1,1 +1,46 @@
-// placeholder
+// Routing table of the contract (§4.3) over reference §2.1's order:
+// reserved paths first (exact match only, so "/_room/stats/" is an ordinary
+// page), then -bypass, -assets, -asset-public, then the gated catch-all.
+// A reserved path with a method it does not serve is answered 405 + Allow
+// instead of being proxied (deliberate improvement over the original).
+#include "worker/router.h"
+
+namespace concert::worker {
+
+namespace {
+
+constexpr std::string_view kQueueStatus = "/queue/status";
+constexpr std::string_view kHealthz = "/_room/healthz";
+constexpr std::string_view kStats = "/_room/stats";
+constexpr std::string_view kCap = "/_room/cap";
+
+bool matchesAny(const config::PathList& rules, std::string_view path) {
+  for (const config::PathRule& rule : rules)
+    if (rule.matches(path)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string_view allowedMethods(std::string_view decoded_path) {
+  if (decoded_path == kQueueStatus) return "GET, HEAD, OPTIONS";
+  if (decoded_path == kHealthz || decoded_path == kStats) return "GET, HEAD";
+  if (decoded_path == kCap) return "POST";
+  return {};
+}
+
+Route route(const config::Config& config, std::string_view method, std::string_view decoded_path) {
+  if (decoded_path == kQueueStatus) {
+    if (method == "GET" || method == "HEAD" || method == "OPTIONS") return Route::QueueStatus;
+    return Route::MethodNotAllowed;
+  }
+  if (decoded_path == kHealthz) return (method == "GET" || method == "HEAD") ? Route::Healthz : Route::MethodNotAllowed;
+  if (decoded_path == kStats) return (method == "GET" || method == "HEAD") ? Route::Stats : Route::MethodNotAllowed;
+  if (decoded_path == kCap) return method == "POST" ? Route::Cap : Route::MethodNotAllowed;
+  if (matchesAny(config.bypass, decoded_path)) return Route::Bypass;
+  if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;
+  if (matchesAny(config.asset_public, decoded_path)) return Route::PublicAsset;
+  return Route::Page;
+}
+
+}  // namespace concert::worker

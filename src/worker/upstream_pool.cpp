@@ -1,1 +1,189 @@
-// placeholder
+// Origin connections of one worker; see upstream_pool.h for the ownership
+// rules. TLS: system CA store, peer verification on, host name (or IP)
+// checked by OpenSSL, SNI for names.
+#include "worker/upstream_pool.h"
+
+#include <arpa/inet.h>
+#include <event2/bufferevent_ssl.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace concert::worker {
+
+UpstreamPool::UpstreamPool(event_base* base, const config::Upstream& upstream) : base_(base), upstream_(upstream) {}
+
+UpstreamPool::~UpstreamPool() {
+  closeIdle();
+  if (sweep_) event_free(sweep_);
+  if (ssl_ctx_) SSL_CTX_free(ssl_ctx_);
+}
+
+bool UpstreamPool::init(std::string* error) {
+  if (!sweep_) {
+    sweep_ = event_new(base_, -1, EV_PERSIST, &UpstreamPool::onSweep, this);
+    timeval tv{10, 0};
+    event_add(sweep_, &tv);
+  }
+  if (upstream_.https && !ssl_ctx_) {
+    ssl_ctx_ = SSL_CTX_new(TLS_client_method());
+    if (!ssl_ctx_) {
+      *error = "cannot create TLS context";
+      return false;
+    }
+    SSL_CTX_set_default_verify_paths(ssl_ctx_);
+    SSL_CTX_set_verify(ssl_ctx_, SSL_VERIFY_PEER, nullptr);
+    SSL_CTX_set_min_proto_version(ssl_ctx_, TLS1_2_VERSION);
+  }
+  return resolve(error);
+}
+
+bool UpstreamPool::resolve(std::string* error) {
+  in6_addr probe6;
+  in_addr probe4;
+  host_is_ip_ = inet_pton(AF_INET, upstream_.host.c_str(), &probe4) == 1 ||
+                inet_pton(AF_INET6, upstream_.host.c_str(), &probe6) == 1;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_ADDRCONFIG;
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(upstream_.port);
+  int rc = getaddrinfo(upstream_.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0 || !res) {
+    *error = std::string("resolve ") + upstream_.host + ": " + gai_strerror(rc);
+    resolved_ = false;
+    return false;
+  }
+  std::memcpy(&addr_, res->ai_addr, res->ai_addrlen);
+  addr_len_ = res->ai_addrlen;
+  freeaddrinfo(res);
+  resolved_ = true;
+  return true;
+}
+
+UpstreamConn* UpstreamPool::takeIdle() {
+  if (idle_.empty()) return nullptr;
+  UpstreamConn* conn = idle_.back();
+  idle_.pop_back();
+  conn->reused = true;
+  return conn;
+}
+
+UpstreamConn* UpstreamPool::dial(std::string* error) {
+  if (!resolved_ && !resolve(error)) return nullptr;
+  auto* conn = new UpstreamConn(this);
+  if (upstream_.https) {
+    SSL* ssl = SSL_new(ssl_ctx_);
+    if (!ssl) {
+      *error = "cannot create TLS session";
+      delete conn;
+      return nullptr;
+    }
+    if (host_is_ip_) {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), upstream_.host.c_str());
+    } else {
+      SSL_set_tlsext_host_name(ssl, upstream_.host.c_str());
+      X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(ssl), X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), upstream_.host.c_str(), 0);
+    }
+    conn->bev = bufferevent_openssl_socket_new(base_, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                               BEV_OPT_CLOSE_ON_FREE);
+    if (conn->bev) bufferevent_openssl_set_allow_dirty_shutdown(conn->bev, 1);
+  } else {
+    conn->bev = bufferevent_socket_new(base_, -1, BEV_OPT_CLOSE_ON_FREE);
+  }
+  if (!conn->bev) {
+    *error = "cannot create connection";
+    delete conn;
+    return nullptr;
+  }
+  timeval dial_timeout{kDialTimeoutSeconds, 0};
+  bufferevent_set_timeouts(conn->bev, &dial_timeout, &dial_timeout);
+  if (bufferevent_socket_connect(conn->bev, reinterpret_cast<sockaddr*>(&addr_), static_cast<int>(addr_len_)) < 0) {
+    *error = std::string("connect: ") + std::strerror(errno);
+    bufferevent_free(conn->bev);
+    delete conn;
+    return nullptr;
+  }
+  evutil_socket_t fd = bufferevent_getfd(conn->bev);
+  if (fd >= 0) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return conn;
+}
+
+void UpstreamPool::giveBack(UpstreamConn* conn) {
+  if (idle_.size() >= kMaxIdle) {
+    // The oldest idle connection makes room: recent ones are likelier alive.
+    UpstreamConn* oldest = idle_.front();
+    idle_.erase(idle_.begin());
+    discard(oldest);
+  }
+  conn->reused = false;
+  conn->idle_since = monotonicMs();
+  conn->parser.reset();
+  bufferevent_set_timeouts(conn->bev, nullptr, nullptr);
+  bufferevent_setwatermark(conn->bev, EV_READ, 0, 0);
+  bufferevent_setcb(conn->bev, &UpstreamPool::onIdleRead, nullptr, &UpstreamPool::onIdleEvent, conn);
+  bufferevent_enable(conn->bev, EV_READ);
+  idle_.push_back(conn);
+}
+
+void UpstreamPool::discard(UpstreamConn* conn) {
+  if (!conn) return;
+  if (conn->bev) {
+    bufferevent_setcb(conn->bev, nullptr, nullptr, nullptr, nullptr);
+    if (upstream_.https) {
+      SSL* ssl = bufferevent_openssl_get_ssl(conn->bev);
+      if (ssl) SSL_set_shutdown(ssl, SSL_RECEIVED_SHUTDOWN);
+    }
+    bufferevent_free(conn->bev);
+  }
+  delete conn;
+}
+
+void UpstreamPool::removeIdle(UpstreamConn* conn) {
+  auto it = std::find(idle_.begin(), idle_.end(), conn);
+  if (it != idle_.end()) idle_.erase(it);
+}
+
+void UpstreamPool::closeIdle() {
+  std::vector<UpstreamConn*> all;
+  all.swap(idle_);
+  for (UpstreamConn* conn : all) discard(conn);
+}
+
+// An idle connection must stay silent: data or EOF means it is not reusable.
+void UpstreamPool::onIdleRead(bufferevent*, void* arg) {
+  auto* conn = static_cast<UpstreamConn*>(arg);
+  UpstreamPool* pool = conn->pool;
+  pool->removeIdle(conn);
+  pool->discard(conn);
+}
+
+void UpstreamPool::onIdleEvent(bufferevent*, short, void* arg) {
+  auto* conn = static_cast<UpstreamConn*>(arg);
+  UpstreamPool* pool = conn->pool;
+  pool->removeIdle(conn);
+  pool->discard(conn);
+}
+
+void UpstreamPool::onSweep(evutil_socket_t, short, void* arg) {
+  auto* pool = static_cast<UpstreamPool*>(arg);
+  Millis now = monotonicMs();
+  while (!pool->idle_.empty() && now - pool->idle_.front()->idle_since > kIdleTimeout) {
+    UpstreamConn* conn = pool->idle_.front();
+    pool->idle_.erase(pool->idle_.begin());
+    pool->discard(conn);
+  }
+}
+
+}  // namespace concert::worker

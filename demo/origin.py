@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Demo origin for `make run`: a small shop that is slow the way real sites are slow.
+
+  /               HTML page that takes 200–800 ms to render (a busy PHP page), linking
+                  /assets/site.css and /assets/logo.svg
+  /assets/*       static files, answered at once
+  /api/time       JSON with the server time
+  anything else   404 page
+
+Python standard library only; HTTP/1.1 with keep-alive (ThreadingHTTPServer, one
+thread per connection). Concert sits in front of it and keeps at most `cap` page
+renders in flight.
+"""
+import argparse
+import datetime
+import json
+import random
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+CSS = b"""*{box-sizing:border-box}
+body{margin:0;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2230;background:#f4f1ea}
+header{display:flex;align-items:center;gap:14px;padding:18px 32px;background:#1d2230;color:#f4f1ea}
+header img{width:44px;height:44px}
+header h1{margin:0;font-size:22px;letter-spacing:.02em}
+header span{margin-left:auto;font-size:13px;opacity:.7}
+main{max-width:920px;margin:32px auto;padding:0 20px}
+.hero{background:#fff;border-radius:14px;padding:28px 32px;box-shadow:0 2px 12px rgba(0,0,0,.06)}
+.hero h2{margin:0 0 6px;font-size:28px}
+.hero p{margin:0;color:#5b6170}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:16px;margin-top:24px}
+.card{background:#fff;border-radius:12px;padding:18px;box-shadow:0 1px 6px rgba(0,0,0,.05)}
+.card b{display:block;font-size:17px}
+.card .price{color:#b2452e;font-weight:600;margin-top:6px}
+.card button{margin-top:12px;width:100%;padding:9px;border:0;border-radius:8px;background:#1d2230;color:#fff;
+  font-weight:600;cursor:pointer}
+footer{max-width:920px;margin:24px auto 40px;padding:0 20px;font-size:13px;color:#7a7f8c}
+code{background:#e9e4d8;padding:1px 5px;border-radius:4px}
+"""
+
+LOGO = b"""<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64">
+<circle cx="32" cy="32" r="30" fill="#f4f1ea"/>
+<path d="M24 44V18l22-5v26" fill="none" stroke="#b2452e" stroke-width="4" stroke-linecap="round"
+ stroke-linejoin="round"/>
+<circle cx="19" cy="44" r="6" fill="#1d2230"/><circle cx="41" cy="39" r="6" fill="#1d2230"/>
+</svg>
+"""
+
+ASSETS = {
+    "/assets/site.css": ("text/css; charset=utf-8", CSS),
+    "/assets/logo.svg": ("image/svg+xml", LOGO),
+}
+
+ITEMS = [("Front row, night one", 189), ("Floor standing", 79), ("Balcony seat", 59),
+         ("Tour t-shirt", 29), ("Signed vinyl", 45), ("VIP soundcheck", 249)]
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Concert demo shop</title>
+<link rel="stylesheet" href="/assets/site.css">
+</head><body>
+<header><img src="/assets/logo.svg" alt=""><h1>Midnight Echo — tour tickets</h1>
+<span>rendered in {ms} ms by origin thread {thread}</span></header>
+<main>
+<section class="hero"><h2>Tickets are on sale now</h2>
+<p>This page stands in for a slow PHP site: each render takes 200–800 ms. Concert keeps only
+<code>cap</code> renders in flight; everyone else waits in line and is let in, in order.</p></section>
+<section class="grid">{cards}</section>
+</main>
+<footer>Served at {now} UTC · <a href="/api/time">/api/time</a> · waiting room stats:
+<a href="/_room/stats">/_room/stats</a></footer>
+</body></html>
+"""
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "demo-origin"
+
+    def log_message(self, fmt, *args):
+        if self.server.verbose:
+            sys.stderr.write("origin: %s\n" % (fmt % args))
+
+    def _send(self, status, ctype, body, extra=None):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _page(self):
+        ms = random.randint(200, 800)
+        time.sleep(ms / 1000.0)
+        cards = "".join('<div class="card"><b>%s</b><div class="price">$%d</div><button>Add to cart</button>'
+                        "</div>" % item for item in ITEMS)
+        body = PAGE.format(ms=ms, thread=threading.get_ident() % 10000, cards=cards,
+                           now=datetime.datetime.utcnow().strftime("%H:%M:%S")).encode()
+        self._send(200, "text/html; charset=utf-8", body, {"Cache-Control": "no-store"})
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        if path in ASSETS:
+            ctype, body = ASSETS[path]
+            self._send(200, ctype, body, {"Cache-Control": "public, max-age=60"})
+        elif path == "/api/time":
+            now = datetime.datetime.now(datetime.timezone.utc)
+            body = json.dumps({"time": now.isoformat(timespec="milliseconds"), "unix": now.timestamp()}).encode()
+            self._send(200, "application/json", body, {"Cache-Control": "no-store"})
+        elif path in ("/", "/index.html"):
+            self._page()
+        else:
+            self._send(404, "text/html; charset=utf-8", b"<!doctype html><title>Not found</title><h1>Not found</h1>")
+
+    do_HEAD = do_GET
+
+
+class Server(ThreadingHTTPServer):
+    # `ab -c 50` against Concert opens up to `cap` origin connections at once; the
+    # stdlib default backlog of 5 would refuse some of them.
+    request_queue_size = 256
+    daemon_threads = True
+
+
+def stop_on_sigterm(_signum, _frame):
+    """SIGTERM (sent by demo/run.py) ends serve_forever() the same way Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def main():
+    p = argparse.ArgumentParser(description="Concert demo origin")
+    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    args = p.parse_args()
+    try:
+        server = Server((args.host, args.port), Handler)
+    except OSError as e:
+        sys.stderr.write("demo origin: cannot listen on %s:%d: %s\n" % (args.host, args.port, e.strerror or e))
+        return 1
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    server.verbose = args.verbose
+    sys.stderr.write("demo origin listening on http://%s:%d/\n" % (args.host, args.port))
+    sys.stderr.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+// The concert_admit pass (reference-behaviour §3, era A): a stateless,
+// HMAC-signed proof that its holder was admitted to a page, checked by the
+// private asset tier without touching shared memory.
+//
+// Wire format: 40 raw bytes, unpadded base64url (54 characters):
+//   [0,16)  pass id (random)
+//   [16,24) expiry, Unix seconds, unsigned 64-bit big-endian
+//   [24,40) first 16 bytes of HMAC-SHA256(key = secret, msg = bytes [0,24))
+// Verification is strict (exact length, alphabet, no padding, canonical last
+// character), compares the MAC in constant time, and accepts only while
+// now < expiry. Nothing here keeps state, so every worker (and every instance
+// sharing the secret) agrees on every pass.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace concert::common {
+
+constexpr size_t kPassIdBytes = 16;
+constexpr size_t kPassRawBytes = 40;
+constexpr size_t kPassEncodedChars = 54;
+
+using PassId = std::array<uint8_t, kPassIdBytes>;
+
+struct AdmitPass {
+  PassId id{};
+  int64_t expiry = 0;  // Unix seconds
+};
+
+// The cookie value for `id` expiring at `expiry` (Unix seconds).
+std::string mintPass(std::string_view secret, const PassId& id, int64_t expiry);
+
+// A pass with a fresh random id expiring at now + ttl_seconds; nullopt when
+// the RNG fails (the caller then serves without a pass).
+std::optional<std::string> mintNewPass(std::string_view secret, int64_t now, int64_t ttl_seconds);
+
+// The id and expiry of a genuine, unexpired pass; nullopt for anything else.
+std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view value, int64_t now);
+
+// The sliding rule (§3.3): the value to send in a Set-Cookie, or nullopt
+// for "send nothing".
+//   valid pass, remaining lifetime <= ttl/2   -> same id, expiry now + ttl
+//   valid pass, more than half left           -> nothing
+//   missing/invalid and mint_if_missing       -> a new random id (nullopt on RNG failure)
+//   missing/invalid and !mint_if_missing      -> nothing
+std::optional<std::string> slidePass(std::string_view secret, const std::optional<AdmitPass>& current,
+                                     int64_t now, int64_t ttl_seconds, bool mint_if_missing);
+
+// Unpadded base64url, strict; exposed for the tests.
+std::string base64UrlEncode(const uint8_t* data, size_t size);
+std::optional<std::string> base64UrlDecode(std::string_view text);
+
+}  // namespace concert::common

@@ -1,0 +1,335 @@
+// Value parsers for configuration text (see parse.h). Everything here is
+// pure and allocation-light; no process state is touched, so the master can
+// run them again on SIGHUP while workers keep serving.
+#include "config/parse.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace concert::config {
+
+namespace {
+
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  out.append(text);
+  out += '"';
+  return out;
+}
+
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+bool equalsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Go's unitMap, in nanoseconds. Both micro signs are accepted, as in Go.
+std::optional<uint64_t> durationUnit(std::string_view unit) {
+  if (unit == "ns") return 1;
+  if (unit == "us" || unit == "\xC2\xB5s" || unit == "\xCE\xBCs") return 1'000;
+  if (unit == "ms") return 1'000'000;
+  if (unit == "s") return 1'000'000'000;
+  if (unit == "m") return 60'000'000'000ULL;
+  if (unit == "h") return 3'600'000'000'000ULL;
+  return std::nullopt;
+}
+
+constexpr uint64_t kDurationLimit = uint64_t{1} << 63;
+
+}  // namespace
+
+Parsed<bool> parseBool(std::string_view text) {
+  if (text == "1" || text == "t" || text == "T" || text == "TRUE" || text == "true" || text == "True")
+    return {true, {}};
+  if (text == "0" || text == "f" || text == "F" || text == "FALSE" || text == "false" || text == "False")
+    return {false, {}};
+  return Parsed<bool>::fail("expected a boolean (true or false), got " + quoted(text));
+}
+
+Parsed<int64_t> parseInt(std::string_view text) {
+  std::string_view digits = text;
+  bool negative = false;
+  if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) {
+    negative = digits.front() == '-';
+    digits.remove_prefix(1);
+  }
+  if (digits.empty()) return Parsed<int64_t>::fail("expected an integer, got " + quoted(text));
+  // Accumulate as a negative number so that INT64_MIN is representable.
+  int64_t value = 0;
+  for (char c : digits) {
+    if (!isDigit(c)) return Parsed<int64_t>::fail("expected an integer, got " + quoted(text));
+    int digit = c - '0';
+    if (value < (std::numeric_limits<int64_t>::min() + digit) / 10)
+      return Parsed<int64_t>::fail("integer out of range: " + std::string(text));
+    value = value * 10 - digit;
+  }
+  if (!negative) {
+    if (value == std::numeric_limits<int64_t>::min())
+      return Parsed<int64_t>::fail("integer out of range: " + std::string(text));
+    value = -value;
+  }
+  return {value, {}};
+}
+
+Parsed<double> parseFloat(std::string_view text) {
+  std::string copy(text);
+  if (copy.empty() || copy.front() == ' ' || copy.front() == '\t')
+    return Parsed<double>::fail("expected a number, got " + quoted(text));
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size() || errno == ERANGE || !std::isfinite(value))
+    return Parsed<double>::fail("expected a number, got " + quoted(text));
+  return {value, {}};
+}
+
+// A port of Go's time.ParseDuration, so that every duration an operator
+// copies from the original's documentation means the same thing here.
+Parsed<int64_t> parseGoDurationNs(std::string_view text) {
+  auto invalid = [&] {
+    return Parsed<int64_t>::fail("invalid duration " + quoted(text) + " (examples: 500ms, 30s, 5m, 1h30m)");
+  };
+  auto overflow = [&] { return Parsed<int64_t>::fail("duration out of range: " + quoted(text)); };
+  std::string_view s = text;
+  bool negative = false;
+  if (!s.empty() && (s.front() == '-' || s.front() == '+')) {
+    negative = s.front() == '-';
+    s.remove_prefix(1);
+  }
+  if (s == "0") return {0, {}};
+  if (s.empty()) return invalid();
+  uint64_t total = 0;
+  while (!s.empty()) {
+    if (!(s.front() == '.' || isDigit(s.front()))) return invalid();
+    uint64_t whole = 0;
+    size_t before = s.size();
+    while (!s.empty() && isDigit(s.front())) {
+      if (whole > (kDurationLimit - 1) / 10) return overflow();
+      whole = whole * 10 + static_cast<uint64_t>(s.front() - '0');
+      if (whole > kDurationLimit) return overflow();
+      s.remove_prefix(1);
+    }
+    bool have_whole = s.size() != before;
+    uint64_t fraction = 0;
+    double scale = 1;
+    bool have_fraction = false;
+    if (!s.empty() && s.front() == '.') {
+      s.remove_prefix(1);
+      size_t fraction_start = s.size();
+      bool saturated = false;
+      while (!s.empty() && isDigit(s.front())) {
+        if (!saturated) {
+          if (fraction > (std::numeric_limits<int64_t>::max() - 9) / 10) {
+            saturated = true;  // further digits cannot change the value
+          } else {
+            fraction = fraction * 10 + static_cast<uint64_t>(s.front() - '0');
+            scale *= 10;
+          }
+        }
+        s.remove_prefix(1);
+      }
+      have_fraction = s.size() != fraction_start;
+    }
+    if (!have_whole && !have_fraction) return invalid();
+    size_t unit_len = 0;
+    while (unit_len < s.size() && s[unit_len] != '.' && !isDigit(s[unit_len])) ++unit_len;
+    if (unit_len == 0) return Parsed<int64_t>::fail("missing unit in duration " + quoted(text) + " (ns, us, ms, s, m, h)");
+    std::optional<uint64_t> unit = durationUnit(s.substr(0, unit_len));
+    if (!unit) return Parsed<int64_t>::fail("unknown unit in duration " + quoted(text) + " (ns, us, ms, s, m, h)");
+    s.remove_prefix(unit_len);
+    if (whole > kDurationLimit / *unit) return overflow();
+    whole *= *unit;
+    if (fraction > 0) {
+      whole += static_cast<uint64_t>(static_cast<double>(fraction) * (static_cast<double>(*unit) / scale));
+      if (whole > kDurationLimit) return overflow();
+    }
+    total += whole;
+    if (total > kDurationLimit) return overflow();
+  }
+  if (negative) {
+    if (total == kDurationLimit) return {std::numeric_limits<int64_t>::min(), {}};
+    return {-static_cast<int64_t>(total), {}};
+  }
+  if (total > kDurationLimit - 1) return overflow();
+  return {static_cast<int64_t>(total), {}};
+}
+
+Parsed<Millis> parseDurationMs(std::string_view text) {
+  Parsed<int64_t> ns = parseGoDurationNs(text);
+  if (!ns.ok()) return Parsed<Millis>::fail(ns.error);
+  return {*ns.value / 1'000'000, {}};
+}
+
+Parsed<int64_t> parseByteSize(std::string_view text) {
+  auto invalid = [&] {
+    return Parsed<int64_t>::fail("expected a size in bytes (e.g. 1024, 512KB, 64MB, 1GB), got " + quoted(text));
+  };
+  size_t digits = 0;
+  while (digits < text.size() && isDigit(text[digits])) ++digits;
+  if (digits == 0) return invalid();
+  std::string_view suffix = text.substr(digits);
+  int shift = 0;
+  if (suffix.empty() || equalsIgnoreCase(suffix, "b")) {
+    shift = 0;
+  } else if (equalsIgnoreCase(suffix, "k") || equalsIgnoreCase(suffix, "kb") || equalsIgnoreCase(suffix, "kib")) {
+    shift = 10;
+  } else if (equalsIgnoreCase(suffix, "m") || equalsIgnoreCase(suffix, "mb") || equalsIgnoreCase(suffix, "mib")) {
+    shift = 20;
+  } else if (equalsIgnoreCase(suffix, "g") || equalsIgnoreCase(suffix, "gb") || equalsIgnoreCase(suffix, "gib")) {
+    shift = 30;
+  } else {
+    return invalid();
+  }
+  Parsed<int64_t> number = parseInt(text.substr(0, digits));
+  if (!number.ok() || *number.value > (std::numeric_limits<int64_t>::max() >> shift))
+    return Parsed<int64_t>::fail("size out of range: " + quoted(text));
+  return {*number.value << shift, {}};
+}
+
+Parsed<Upstream> parseUpstream(std::string_view text) {
+  auto invalid = [&] {
+    return Parsed<Upstream>::fail("invalid -upstream " + quoted(text) + ": must look like http://host:port");
+  };
+  Upstream up;
+  up.raw = std::string(text);
+  size_t sep = text.find("://");
+  if (sep == std::string_view::npos) return invalid();
+  std::string_view scheme = text.substr(0, sep);
+  if (equalsIgnoreCase(scheme, "https")) {
+    up.https = true;
+    up.port = 443;
+  } else if (equalsIgnoreCase(scheme, "http")) {
+    up.https = false;
+    up.port = 80;
+  } else {
+    return invalid();
+  }
+  std::string_view rest = text.substr(sep + 3);
+  size_t authority_end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, authority_end);
+  rest = authority_end == std::string_view::npos ? std::string_view{} : rest.substr(authority_end);
+  // Credentials in the upstream URL would never be sent (the proxy does not
+  // add Authorization), so refusing them is kinder than ignoring them.
+  if (authority.empty() || authority.find('@') != std::string_view::npos) return invalid();
+
+  std::string_view host;
+  std::string_view port_text;
+  if (authority.front() == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos || close == 1) return invalid();
+    host = authority.substr(1, close - 1);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return invalid();
+      port_text = after.substr(1);
+      if (port_text.empty()) return invalid();
+    }
+    for (char c : host)
+      if (!(isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.' || c == '%'))
+        return invalid();
+  } else {
+    size_t colon = authority.rfind(':');
+    host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return invalid();
+    }
+    if (host.empty() || host.find(':') != std::string_view::npos) return invalid();
+    for (char c : host)
+      if (!(isDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' || c == '_'))
+        return invalid();
+  }
+  if (!port_text.empty()) {
+    Parsed<int64_t> port = parseInt(port_text);
+    if (!port.ok() || !isDigit(port_text.front()) || *port.value < 1 || *port.value > 65535) return invalid();
+    up.port = static_cast<uint16_t>(*port.value);
+  }
+  up.host = std::string(host);
+  // What Go puts in Host when preserve-host is off: the URL's host as written.
+  up.host_port = std::string(authority);
+
+  size_t fragment = rest.find('#');
+  if (fragment != std::string_view::npos) rest = rest.substr(0, fragment);
+  size_t query = rest.find('?');
+  std::string_view path = rest.substr(0, query);
+  if (query != std::string_view::npos) up.query = std::string(rest.substr(query + 1));
+  for (char c : path)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return invalid();
+  for (char c : up.query)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return invalid();
+  up.path = path == "/" ? std::string() : std::string(path);
+  return {std::move(up), {}};
+}
+
+PathListParse parsePathList(std::string_view text) {
+  PathListParse out;
+  while (true) {
+    size_t comma = text.find(',');
+    std::string_view entry = trim(text.substr(0, comma));
+    if (!entry.empty()) {
+      if (entry.front() != '/') {
+        out.warnings.push_back("ignoring " + quoted(entry) + ": path entries must start with '/'");
+      } else {
+        PathRule rule;
+        if (entry.size() >= 2 && entry.substr(entry.size() - 2) == "/*") {
+          rule.prefix = true;
+          rule.path = std::string(entry.substr(0, entry.size() - 1));  // keep the '/'
+        } else {
+          rule.path = std::string(entry);
+        }
+        const std::string shown(entry);
+        if (rule.prefix && rule.path == "/") {
+          out.errors.push_back(quoted(shown) + " would capture every path");
+        } else if (rule.path == "/queue/status" || rule.path == "/_room" || rule.path.rfind("/_room/", 0) == 0) {
+          out.errors.push_back(quoted(shown) + " is reserved by concert");
+        } else if (rule.prefix && std::string_view("/queue/status").substr(0, rule.path.size()) == rule.path) {
+          out.errors.push_back(quoted(shown) + " would capture /queue/status, which is reserved by concert");
+        } else {
+          out.rules.push_back(std::move(rule));
+        }
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string pathRuleText(const PathRule& rule) { return rule.prefix ? rule.path + "*" : rule.path; }
+
+std::string pathListText(const PathList& list) {
+  std::string out;
+  for (const PathRule& rule : list) {
+    if (!out.empty()) out += ',';
+    out += pathRuleText(rule);
+  }
+  return out;
+}
+
+std::string byteSizeString(int64_t bytes) {
+  if (bytes != 0) {
+    if (bytes % (int64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "GB";
+    if (bytes % (int64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "MB";
+    if (bytes % (int64_t{1} << 10) == 0) return std::to_string(bytes >> 10) + "KB";
+  }
+  return std::to_string(bytes);
+}
+
+}  // namespace concert::config

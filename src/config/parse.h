@@ -1,0 +1,76 @@
+// Value parsers shared by every configuration source. A flag, a CONCERT_*
+// variable and a YAML scalar all arrive as text and go through the same
+// function, so `-cap 5`, `CONCERT_CAPACITY=5` and `cap: 5` can never be
+// read differently. Each parser is pure: it returns the value or an error
+// message without the setting's name (the loader adds name and source).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "config/config.h"
+
+namespace concert::config {
+
+// Either a value or the reason the text was refused.
+template <typename T>
+struct Parsed {
+  std::optional<T> value;
+  std::string error;
+  bool ok() const { return value.has_value(); }
+  static Parsed fail(std::string message) { return Parsed{std::nullopt, std::move(message)}; }
+};
+
+// strconv.ParseBool: 1 t T TRUE true True 0 f F FALSE false False.
+Parsed<bool> parseBool(std::string_view text);
+
+// A decimal integer with an optional sign; refuses anything that does not
+// fit in 64 bits instead of wrapping.
+Parsed<int64_t> parseInt(std::string_view text);
+
+// A finite decimal number.
+Parsed<double> parseFloat(std::string_view text);
+
+// Go's time.ParseDuration ("300ms", "-1.5h", "2h45m", "0"), in nanoseconds.
+Parsed<int64_t> parseGoDurationNs(std::string_view text);
+
+// A duration in milliseconds (nanoseconds truncated toward zero).
+Parsed<Millis> parseDurationMs(std::string_view text);
+
+// Bytes: "1024", "512KB", "64MB", "1GB" (also K/M/G, KiB/MiB/GiB, any case;
+// all 1024-based).
+Parsed<int64_t> parseByteSize(std::string_view text);
+
+// The -upstream URL: http or https, a host, an optional port (default 80 or
+// 443), an optional base path and query. The error is the original's text:
+//   invalid -upstream "ftp://x": must look like http://host:port
+Parsed<Upstream> parseUpstream(std::string_view text);
+
+// A path list as -bypass, -assets and -asset-public take it: comma
+// separated, entries trimmed, empty entries skipped, entries not starting
+// with '/' skipped with a warning each, "/x/*" a prefix rule for "/x/".
+// Rules that can never be right on their own are errors here: "/*", paths
+// reserved by Concert (/queue/status, /_room, /_room/...) and a prefix rule
+// that would capture /queue/status. Duplicates and overlaps between rules
+// (within one list or across lists) are the loader's cross-check.
+struct PathListParse {
+  PathList rules;
+  std::vector<std::string> errors;
+  std::vector<std::string> warnings;
+};
+PathListParse parsePathList(std::string_view text);
+
+// Text of a rule as an operator writes it: "/static/*" or "/robots.txt".
+std::string pathRuleText(const PathRule& rule);
+
+// Text of a path list as an operator writes it: "/a,/b/*".
+std::string pathListText(const PathList& list);
+
+// Byte count in the largest exact unit: 67108864 -> "64MB", 1000 -> "1000".
+std::string byteSizeString(int64_t bytes);
+
+}  // namespace concert::config

@@ -1,0 +1,72 @@
+// Reload policy (see reload.h).
+#include "master/reload.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "config/schema.h"
+
+namespace concert::master {
+namespace {
+
+std::string shown(std::string value) {
+  return value.empty() ? "\"\"" : value;
+}
+
+void restoreRunning(const config::Setting& setting, const config::Config& running, config::Config* merged) {
+  std::visit([&](auto member) { merged->*member = running.*member; }, setting.target);
+}
+
+}  // namespace
+
+config::ConfigPtr mergeReloadedConfig(const config::Config& running, const config::Config& fresh, uint32_t worker_slots,
+                                      std::vector<std::string>* notes) {
+  auto merged = std::make_shared<config::Config>(fresh);
+  for (const config::Setting& setting : config::settings()) {
+    if (setting.reload == config::Reload::Live) continue;
+    std::string before = config::valueText(setting, running);
+    if (config::valueText(setting, fresh) == before) continue;
+    if (setting.reload == config::Reload::RestartToGrow) {
+      // Only -workers is restart-to-grow: the segment has worker_slots for two
+      // generations side by side, so a generation may use up to half of them.
+      if (static_cast<uint32_t>(fresh.workers) * 2 <= worker_slots) continue;
+      notes->push_back("reload: " + std::string(setting.name) + " changed; restart required to grow beyond " +
+                       std::to_string(worker_slots / 2) + ", keeping " + shown(before));
+    } else {
+      notes->push_back("reload: " + std::string(setting.name) + " changed; restart required, keeping " + shown(before));
+    }
+    restoreRunning(setting, running, merged.get());
+  }
+  // The derived flag travels with the effective asset cap it describes.
+  merged->asset_cap_derived =
+      merged->asset_cap == running.asset_cap ? running.asset_cap_derived : fresh.asset_cap_derived;
+  merged->admit_secret = running.admit_secret;
+  merged->admit_secret_generated = running.admit_secret_generated;
+  merged->admin_token = running.admin_token;
+  return merged;
+}
+
+std::string generateAdmitSecret() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else if (n < 0 && errno != EINTR)
+      std::abort();  // no kernel entropy: nothing safe to sign passes with
+  }
+  std::string hex;
+  char two[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(two, sizeof two, "%02x", b);
+    hex += two;
+  }
+  return hex;
+}
+
+}  // namespace concert::master

@@ -1,0 +1,38 @@
+// The master's signal plumbing. Handlers only record what arrived in
+// sig_atomic_t flags; every signal the master handles stays blocked except
+// while the loop sleeps in sigsuspend(), so a flag can never be set between
+// the loop's check and its sleep (no lost wake-ups, no races with the loop's
+// own state). The loop reads and clears the flags in a fixed order.
+#pragma once
+
+#include <csignal>
+
+namespace concert::master {
+
+struct SignalFlags {
+  volatile sig_atomic_t child = 0;   // SIGCHLD: reap
+  volatile sig_atomic_t stop = 0;    // SIGTERM/SIGINT: how many arrived (2nd = stop now)
+  volatile sig_atomic_t reload = 0;  // SIGHUP
+  volatile sig_atomic_t reopen = 0;  // SIGUSR1
+  volatile sig_atomic_t alarm = 0;   // SIGALRM: a deadline (janitor, back-off, drain) is due
+};
+
+extern SignalFlags g_signals;
+
+// Installs the handlers, blocks the handled signals, ignores SIGPIPE, and
+// remembers the previous mask. Master only, once, before the first fork.
+void installMasterSignals();
+
+// The mask to sleep with in sigsuspend(): the previous mask minus the
+// handled signals.
+const sigset_t& masterWaitMask();
+
+// Arms a one-shot SIGALRM `ms` from now (at least 1 ms).
+void armAlarm(long ms);
+
+// In a freshly forked worker: default dispositions for the handled signals
+// and the mask the process started with. SIGPIPE stays ignored: a write to a
+// vanished client must be an EPIPE the worker handles, never a crash.
+void resetSignalsForChild();
+
+}  // namespace concert::master

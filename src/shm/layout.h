@@ -1,0 +1,130 @@
+// The carved segment: what lives where in the shared mapping, and the
+// meaning of every word. Private to src/shm.
+//
+// The mapping is one anonymous MAP_SHARED region created by the master before
+// the first fork, so it sits at the same address in every process and the
+// raw pointers kept in Layout are valid everywhere. It is carved once into
+// fixed arrays at 64-byte-aligned offsets and never allocated from again.
+// Fresh anonymous pages are zero, and a zero std::atomic of a lock-free
+// integer type is that integer 0, so the large arrays (ticket ring, bitmaps,
+// pass table) are used as they come, without touching (and committing) every
+// page at start-up; only the header is written.
+//
+// Word by word, who writes:
+//   Header      master at create; page_cap / configured cap / generation by
+//               the master (and POST /_room/cap from any worker); next_ticket,
+//               low_water, utilization and counters by everyone.
+//   SlotRecord  page / asset counters: only the slot's own worker (and the
+//               master in reclaim, after the worker is dead); pid, generation:
+//               master; heartbeat: the worker; waiting mask: the worker.
+//   TicketEntry state word by CAS from anyone (issuer, claimer, finisher,
+//               retirer, master); nonce and times by the issuer and touches.
+//   Pass table  state word by CAS; cells only by their own slot (and master
+//               in reclaim); home-bucket locks by creators.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "shm/segment.h"
+
+namespace concert::shm {
+
+constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
+constexpr uint32_t kLayoutVersion = 1;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// ------------------------------------------------------------------ tickets
+// Ticket state word: ticket number (48 bits) | state (4 bits) | owner (12 bits).
+// Ticket numbers only grow in one entry (t, t + R, t + 2R, ...), so a CAS on
+// this word can never succeed against a recycled entry (no ABA).
+enum class EntryState : uint64_t {
+  Free = 0,      // never used
+  Reserved = 1,  // ticket number taken, issuer still filling the entry (owner = issuer)
+  Waiting = 2,   // holds a cookie, not claimed
+  InFlight = 3,  // admitted, owned by `owner`
+  Finished = 4,  // completed or retired
+};
+
+constexpr uint64_t kTicketBits = 48;
+constexpr uint64_t kMaxTicket = (uint64_t{1} << kTicketBits) - 1;
+constexpr uint32_t kOwnerMaster = 0xfff;  // the master's janitor
+constexpr uint32_t kOwnerNone = 0xffe;
+constexpr uint32_t kMaxWorkerSlots = 0xffe;
+
+constexpr uint64_t packEntry(uint64_t ticket, EntryState state, uint32_t owner) {
+  return (ticket << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
+}
+constexpr uint64_t entryTicket(uint64_t word) { return word >> 16; }
+constexpr EntryState entryState(uint64_t word) { return static_cast<EntryState>((word >> 12) & 0xf); }
+constexpr uint32_t entryOwner(uint64_t word) { return static_cast<uint32_t>(word & 0xfff); }
+
+// 24 bytes. Times are CLOCK_MONOTONIC milliseconds truncated to 32 bits and
+// compared as signed differences: exact while two times are < 24.8 days
+// apart, and a waiting ticket never lives longer than TTL (<= 24 h) plus one
+// reaper period.
+struct TicketEntry {
+  std::atomic<uint64_t> state;
+  std::atomic<uint64_t> nonce;
+  std::atomic<uint32_t> last_seen;
+  std::atomic<uint32_t> last_poll;  // 0: never polled
+};
+static_assert(sizeof(TicketEntry) == 24);
+
+// ------------------------------------------------------------------ passes
+// Pass state word: version (32 bits) | state (4 bits) | owner slot (12 bits).
+enum class PassState : uint64_t {
+  Empty = 0,      // never used: ends a probe chain
+  Creating = 1,   // claimed by `owner`, id being written
+  Live = 2,
+  Removing = 3,   // master sweep checking the cells one last time
+  Tombstone = 4,  // removed: reusable, does not end a probe chain
+};
+
+constexpr uint64_t packPass(uint32_t version, PassState state, uint32_t owner) {
+  return (uint64_t{version} << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
+}
+constexpr uint32_t passVersion(uint64_t word) { return static_cast<uint32_t>(word >> 16); }
+constexpr PassState passState(uint64_t word) { return static_cast<PassState>((word >> 12) & 0xf); }
+constexpr uint32_t passOwner(uint64_t word) { return static_cast<uint32_t>(word & 0xfff); }
+
+// ------------------------------------------------------------------ header
+constexpr size_t kCounterCount = static_cast<size_t>(Counter::SlotsReclaimedTotal) + 1;
+
+struct alignas(64) PaddedCounter {
+  std::atomic<uint64_t> value;
+};
+
+struct alignas(64) Header {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t ring_size;
+  uint64_t total_bytes;
+  uint32_t worker_slots;
+  uint32_t pass_table_size;
+  int64_t asset_cap;
+  std::atomic<int64_t> page_cap;
+  std::atomic<int64_t> configured_page_cap;
+  std::atomic<uint32_t> generation;
+  alignas(64) std::atomic<uint64_t> next_ticket;   // next number to issue (first is 1)
+  alignas(64) std::atomic<uint64_t> low_water;     // every ticket below it is finished
+  alignas(64) std::atomic<uint64_t> utilization;   // bit pattern of a double
+  PaddedCounter counters[kCounterCount];
+};
+
+// One per worker slot; page and asset counters on their own cache lines
+// because every acquisition in every worker sums them.
+struct alignas(64) SlotRecord {
+  alignas(64) std::atomic<int64_t> page;
+  alignas(64) std::atomic<int64_t> asset;
+  alignas(64) std::atomic<int64_t> pid;
+  std::atomic<int64_t> heartbeat;
+  std::atomic<uint32_t> generation;
+  std::atomic<uint32_t> waiting_mask;  // bit per Resource
+};
+
+}  // namespace concert::shm

@@ -1,0 +1,160 @@
+// One client connection: an explicit state machine on a bufferevent.
+//
+//   ReadingHead ──head──▶ (route) ──local──────────────▶ respond ─┐
+//        ▲                   │ guard: Wait ─▶ Parked ─▶ admit()    │
+//        │                   │ Proceed / bypass                    │
+//        │                   ▼                                     │
+//        │               Proxying ──101──▶ Tunnel                  │
+//        │                   │ response complete                   │
+//        └── keep-alive ◀────┴──────────────────────────◀──────────┘
+//                            └─ close ─▶ Closing (flush) ─▶ Lingering ─▶ freed
+//
+// Requests on one connection are handled strictly one at a time; pipelined
+// bytes wait in the input buffer (bounded by the read watermark). Every way a
+// request ends goes through endRequest() or close(), which call
+// releaseGuard(): the guard's release() runs exactly once. Memory is freed on
+// the next loop turn after close(), so a callback that closed the
+// connection can still look at closed_ safely. The upstream side (proxy.cpp)
+// borrows an UpstreamConn from the worker's pool for the exchange.
+#pragma once
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include <list>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "worker/guard.h"
+#include "worker/http_parser.h"
+#include "worker/proxy.h"
+#include "worker/request.h"
+#include "worker/response.h"
+#include "worker/router.h"
+
+namespace concert::worker {
+
+class Worker;
+struct UpstreamConn;
+
+// Buffer limits (bytes): reading from one side stops while the other side's
+// output holds more than kHighWater, and resumes below kLowWater.
+constexpr size_t kHighWater = 256 * 1024;
+constexpr size_t kLowWater = 64 * 1024;
+constexpr Millis kHeadTimeout = 10'000;
+constexpr Millis kIdleTimeout = 120'000;
+constexpr Millis kLingerTimeout = 2'000;
+constexpr size_t kMaxCapBody = 64 * 1024;
+
+class ClientConnection {
+ public:
+  ClientConnection(Worker& worker, evutil_socket_t fd, std::string peer_ip);
+  ~ClientConnection();
+  ClientConnection(const ClientConnection&) = delete;
+  ClientConnection& operator=(const ClientConnection&) = delete;
+
+  bool start();  // false: could not set up (fd closed)
+
+  // Worker-driven.
+  bool isParked() const { return state_ == State::Parked && !closed_; }
+  void recheckAdmission(Millis now);
+  void closeIfIdle();  // drain: close a connection between requests
+  void abort();        // grace ran out: release and close now
+
+  std::list<ClientConnection*>::iterator park_pos;
+
+ private:
+  enum class State { ReadingHead, Parked, LocalBody, Proxying, Tunnel, Closing, Lingering };
+  enum class BodyMode { None, Length, Chunked };
+  enum class Sink { Discard, Collect, Upstream };
+  enum class UpPhase { None, AwaitHead, Body };
+  enum class UpBody { Length, Chunked, UntilClose };
+
+  static void onClientRead(bufferevent* bev, void* arg);
+  static void onClientWrite(bufferevent* bev, void* arg);
+  static void onClientEvent(bufferevent* bev, short events, void* arg);
+  static void onHeadTimer(evutil_socket_t, short, void* arg);
+  static void onUpstreamRead(bufferevent* bev, void* arg);
+  static void onUpstreamWrite(bufferevent* bev, void* arg);
+  static void onUpstreamEvent(bufferevent* bev, short events, void* arg);
+  static void onResponseTimer(evutil_socket_t, short, void* arg);
+  static void onChunkToUpstream(void* arg, const char* data, size_t len);
+  static void onChunkToClient(void* arg, const char* data, size_t len);
+
+  // client side (connection.cpp)
+  void processInput();
+  void dispatch();
+  void runGuard(Millis now);
+  void respondLocal(LocalResponse&& response, bool close);
+  void failRequest(int status);  // a refused request: answer and close
+  void pumpBody();
+  void bodyFinished();
+  void endRequest(bool keep_alive);
+  void releaseGuard();
+  void logRequest();
+  void close();
+  void startClosing();
+  void armHeadTimer(Millis ms);
+  bool clientOutputFull() const;
+
+  // origin side (proxy.cpp)
+  void startProxy();
+  bool connectUpstream(bool allow_idle);
+  void sendRequestHead();
+  void upstreamRead();
+  void upstreamEvent(short events);
+  void relayResponseBody();
+  void responseComplete();
+  void upstreamFailed(int status, const std::string& reason);
+  void startTunnel();
+  void tunnelPump();
+  void dropUpstream(bool reusable);
+  void armResponseTimer();
+
+  Worker& worker_;
+  bufferevent* bev_ = nullptr;
+  event* head_timer_ = nullptr;
+  MessageParser parser_;
+  State state_ = State::ReadingHead;
+  bool closed_ = false;
+  bool in_process_ = false;
+
+  // current request
+  Request& request_;
+  Route route_ = Route::Page;
+  std::unique_ptr<RequestGuard> guard_;
+  Outcome outcome_ = Outcome::Local;
+  Headers extra_headers_;  // the guard's Set-Cookie for a proxied response
+  bool log_request_ = false;
+  int status_ = 0;
+  uint64_t bytes_sent_ = 0;
+  Millis started_ms_ = 0;
+  time_t started_wall_ = 0;
+  Millis park_deadline_ = 0;
+  bool idle_ = true;  // between requests, no byte of the next one read yet
+
+  // request body
+  BodyMode body_mode_ = BodyMode::None;
+  Sink sink_ = Sink::Discard;
+  int64_t body_remaining_ = 0;
+  int64_t body_total_ = 0;
+  bool body_done_ = true;
+  bool body_error_ = false;
+  std::string collected_;
+
+  // origin exchange
+  UpstreamConn* upstream_ = nullptr;
+  event* response_timer_ = nullptr;
+  UpPhase up_phase_ = UpPhase::None;
+  UpBody up_body_ = UpBody::Length;
+  ClientFraming client_framing_ = ClientFraming::None;
+  int64_t up_remaining_ = 0;
+  bool retried_ = false;
+  bool close_after_response_ = false;
+  bool upstream_paused_ = false;
+  bool response_started_ = false;
+  std::string scratch_;
+};
+
+}  // namespace concert::worker

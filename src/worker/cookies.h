@@ -1,0 +1,42 @@
+// Reading the Cookie header and writing Concert's Set-Cookie headers
+// (reference-behaviour §2.11, §4.1). Pure string functions; no state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "config/config.h"
+#include "worker/request.h"
+
+namespace concert::worker {
+
+inline constexpr std::string_view kTicketCookie = "room_ticket";
+inline constexpr std::string_view kProbeCookie = "room_probe";
+inline constexpr std::string_view kPassCookie = "room_pass";
+inline constexpr std::string_view kAdmitCookie = "concert_admit";
+
+// The value of the first cookie called `name` across every Cookie header
+// (pieces separated by ';', surrounding spaces ignored, one pair of double
+// quotes around the value removed); nullopt when absent.
+std::optional<std::string> cookieValue(const Headers& headers, std::string_view name);
+
+struct CookieAttributes {
+  std::string path;    // omitted when empty
+  std::string domain;  // omitted when empty
+  int64_t max_age = 0; // seconds; emitted when > 0
+  bool http_only = false;
+  bool secure = false;
+};
+
+// "name=value; Path=/; Domain=x; Max-Age=300; HttpOnly; Secure; SameSite=Lax"
+// (Go's net/http attribute order; no Expires).
+std::string formatSetCookie(std::string_view name, std::string_view value, const CookieAttributes& attributes);
+
+// The room cookies: Secure when -secure-cookie or the request came over TLS.
+std::string ticketSetCookie(const config::Config& config, std::string_view value, bool tls);
+std::string probeSetCookie(const config::Config& config, bool tls);
+// The admission pass: Secure only when -secure-cookie.
+std::string admitSetCookie(const config::Config& config, std::string_view value);
+
+}  // namespace concert::worker

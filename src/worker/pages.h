@@ -1,0 +1,13 @@
+// The built-in HTML pages, compiled in from html/ by html/embed.py.
+#pragma once
+
+#include <string_view>
+
+namespace concert::worker {
+
+// The default waiting page, with {{.Position}} and {{.SkipURL}} placeholders.
+extern const std::string_view kWaitingRoomHtml;
+// The breaker's 503 page for browsers (contract §4.4).
+extern const std::string_view kQueueFullHtml;
+
+}  // namespace concert::worker

@@ -1,0 +1,49 @@
+// Reverse-proxy message rewriting (reference §4.1, §4.3): the request head
+// Concert sends to the origin and the response head it sends to the client.
+// Pure functions over parsed heads; the streaming itself lives in
+// ClientConnection (connection.h, proxy.cpp).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "config/config.h"
+#include "worker/http_parser.h"
+#include "worker/request.h"
+
+namespace concert::worker {
+
+// How a response body is delimited toward the client.
+enum class ClientFraming {
+  None,     // HEAD, 1xx, 204, 304: no body at all
+  Length,   // Content-Length (the origin's)
+  Chunked,  // HTTP/1.1 client, origin length unknown
+  Close,    // HTTP/1.0 client, origin length unknown: the close ends the body
+};
+
+// Connection, Keep-Alive, Proxy-Connection, Proxy-Authenticate,
+// Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade.
+bool isHopByHop(std::string_view name);
+
+// Path and query sent to the origin: the upstream base path joined with the
+// request path by a single slash, the upstream query merged with the request's.
+std::string upstreamTarget(const config::Upstream& upstream, const Request& request);
+
+// The whole request head toward the origin (ends with the blank line):
+// hop-by-hop headers (and those Connection names) removed, Forwarded and
+// X-Forwarded-* replaced, Host preserved or rewritten, Cookie rebuilt without
+// Concert's cookies, framing chosen by Concert (Content-Length when known,
+// chunked otherwise), Expect dropped (Concert answers 100-continue itself),
+// Upgrade re-added for a protocol switch.
+void buildUpstreamRequestHead(const Request& request, const config::Config& config, std::string& out);
+
+// The response head toward the client: origin status and headers minus
+// hop-by-hop and framing headers, then `extra` (the guard's Set-Cookie),
+// Concert's framing, Date when the origin sent none, and Connection.
+void buildClientResponseHead(const ResponseHead& origin, const Request& request, ClientFraming framing,
+                             bool close_client, const Headers& extra, std::string& out);
+
+// Framing toward the client for an origin response to `request`.
+ClientFraming chooseClientFraming(const ResponseHead& origin, const Request& request);
+
+}  // namespace concert::worker

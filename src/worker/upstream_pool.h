@@ -1,0 +1,88 @@
+// Connections from one worker to the origin: dialing (plain TCP or TLS with
+// certificate verification and SNI), and a bounded pool of idle kept-alive
+// connections for reuse.
+//
+// An UpstreamConn is in exactly one of two places: lent to one proxied
+// exchange (its bufferevent callbacks point at that client connection), or
+// idle in the pool (callbacks point at the pool, which closes it on any byte
+// or EOF from the origin, and after kIdleTimeout). Only connections whose
+// last response was framed cleanly and that the origin agreed to keep alive
+// are given back; everything else is discarded. The origin host is resolved
+// once when the worker starts (no blocking DNS per request). Nothing here is
+// shared with other processes: a worker that dies takes its sockets with it.
+#pragma once
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "config/config.h"
+#include "worker/http_parser.h"
+
+namespace concert::worker {
+
+class UpstreamPool;
+
+struct UpstreamConn {
+  explicit UpstreamConn(UpstreamPool* owner) : pool(owner), parser(MessageParser::Kind::Response) {}
+  UpstreamPool* pool;
+  bufferevent* bev = nullptr;
+  MessageParser parser;
+  bool connected = false;  // TCP (and TLS) handshake done
+  bool reused = false;     // taken from the idle pool for the current exchange
+  Millis idle_since = 0;
+};
+
+class UpstreamPool {
+ public:
+  static constexpr size_t kMaxIdle = 256;
+  static constexpr Millis kIdleTimeout = 90'000;
+  static constexpr int kDialTimeoutSeconds = 5;
+
+  UpstreamPool(event_base* base, const config::Upstream& upstream);
+  ~UpstreamPool();
+  UpstreamPool(const UpstreamPool&) = delete;
+  UpstreamPool& operator=(const UpstreamPool&) = delete;
+
+  // Resolves the origin and prepares TLS; false with a reason on failure
+  // (requests are then answered 502 until a later resolve succeeds).
+  bool init(std::string* error);
+
+  // The most recently used idle connection, or nullptr.
+  UpstreamConn* takeIdle();
+  // Starts a new connection. The caller sets the bufferevent callbacks before
+  // returning to the loop; the connect outcome arrives as BEV_EVENT_CONNECTED
+  // or an error/timeout event. nullptr (with *error) when it cannot start.
+  UpstreamConn* dial(std::string* error);
+  // The exchange ended with clean framing and keep-alive: keep it for reuse.
+  void giveBack(UpstreamConn* conn);
+  // Close and free.
+  void discard(UpstreamConn* conn);
+  void closeIdle();
+  size_t idleCount() const { return idle_.size(); }
+
+ private:
+  static void onIdleEvent(bufferevent* bev, short events, void* arg);
+  static void onIdleRead(bufferevent* bev, void* arg);
+  static void onSweep(evutil_socket_t, short, void* arg);
+  bool resolve(std::string* error);
+  void removeIdle(UpstreamConn* conn);
+
+  event_base* base_;
+  const config::Upstream& upstream_;
+  sockaddr_storage addr_{};
+  socklen_t addr_len_ = 0;
+  bool resolved_ = false;
+  SSL_CTX* ssl_ctx_ = nullptr;
+  bool host_is_ip_ = false;
+  std::vector<UpstreamConn*> idle_;  // oldest first
+  event* sweep_ = nullptr;
+};
+
+}  // namespace concert::worker

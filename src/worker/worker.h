@@ -1,0 +1,84 @@
+// One worker process's event loop: listeners, signals, timers, the list of
+// client connections, the list of requests parked waiting for a slot, the
+// origin connection pool and the access log.
+//
+// States: Serving → Draining (SIGTERM/SIGINT/SIGQUIT, a draining generation,
+// or the master gone: listeners off, idle keep-alive connections closed,
+// in-flight requests finish) → exit when no connection is left (status 0)
+// or when shutdown-grace runs out (remaining requests are released and
+// closed, status 1). Parked requests are woken by the slot's eventfd (a
+// release in any worker writes it) and by a 250 ms fallback timer. If this
+// process dies, the master reclaims everything it held from its ledger.
+#pragma once
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include <list>
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+#include "worker/access_log.h"
+#include "worker/context.h"
+#include "worker/upstream_pool.h"
+
+namespace concert::worker {
+
+class ClientConnection;
+
+class Worker {
+ public:
+  explicit Worker(const WorkerContext& context);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Runs the loop; returns the process exit status.
+  int run();
+
+  event_base* base() const { return base_; }
+  const WorkerContext& context() const { return context_; }
+  const config::Config& config() const { return *context_.config; }
+  UpstreamPool& upstreams() { return *pool_; }
+  AccessLog& accessLog() { return access_log_; }
+  bool draining() const { return draining_; }
+
+  // Requests waiting for a slot, in arrival order.
+  void park(ClientConnection* connection);
+  void unpark(ClientConnection* connection);
+  // A connection was closed (its memory is freed on the next loop turn).
+  void connectionClosed(ClientConnection* connection);
+
+ private:
+  static void onAccept(evconnlistener* listener, evutil_socket_t fd, sockaddr* addr, int len, void* arg);
+  static void onAcceptError(evconnlistener* listener, void* arg);
+  static void onSignal(evutil_socket_t sig, short, void* arg);
+  static void onTick(evutil_socket_t, short, void* arg);
+  static void onWake(evutil_socket_t fd, short, void* arg);
+  static void onRecheck(evutil_socket_t, short, void* arg);
+  static void onFlush(evutil_socket_t, short, void* arg);
+  static void onGrace(evutil_socket_t, short, void* arg);
+
+  bool setUp();
+  void beginDrain(const char* why);
+  void recheckParked();
+  void stopNow(int status);
+
+  WorkerContext context_;
+  event_base* base_ = nullptr;
+  std::vector<evconnlistener*> listeners_;
+  std::vector<event*> events_;  // signals and timers freed at exit
+  event* wake_ = nullptr;
+  event* recheck_ = nullptr;
+  event* grace_ = nullptr;
+  std::unique_ptr<UpstreamPool> pool_;
+  AccessLog access_log_;
+  std::unordered_set<ClientConnection*> connections_;
+  std::list<ClientConnection*> parked_;
+  bool draining_ = false;
+  bool stopping_ = false;
+  int exit_status_ = 0;
+};
+
+}  // namespace concert::worker

@@ -1,0 +1,237 @@
+"""The waiting page in a real browser: headless Chromium driven over the
+Chrome DevTools Protocol with a minimal stdlib websocket client.
+
+1. Room full (cap 1, one parked /slow request): the browser loads / and gets
+   the waiting page with its position; the test frees the slot; the page's own
+   polling notices and reloads, and the browser ends on the origin's "ok".
+2. Cookies refused (Concert sets them for a domain that is not the page's):
+   the page says cookies are required and never polls /queue/status.
+
+A screenshot of the waiting page is saved to /tmp/concert-waiting.png.
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+from concert_harness import Concert, wait_for
+from fake_origin import FakeOrigin
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOT = "/tmp/concert-waiting.png"
+
+
+class WebSocket:
+    """Just enough RFC 6455 for CDP: client handshake, masked text frames out,
+    (possibly fragmented) text frames in."""
+
+    def __init__(self, url, timeout=10):
+        assert url.startswith("ws://")
+        hostport, _, path = url[5:].partition("/")
+        host, _, port = hostport.partition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(("GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                           % (path, hostport, key)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise OSError("websocket handshake: connection closed")
+            head += chunk
+        head, _, self.buffer = head.partition(b"\r\n\r\n")
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise OSError("websocket handshake refused: %r" % head[:200])
+
+    def _read(self, n):
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise OSError("websocket closed")
+            self.buffer += chunk
+        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        return out
+
+    def send(self, text):
+        data = text.encode()
+        header = bytearray([0x81])
+        n = len(data)
+        if n < 126:
+            header.append(0x80 | n)
+        elif n < 65536:
+            header.append(0x80 | 126)
+            header += struct.pack(">H", n)
+        else:
+            header.append(0x80 | 127)
+            header += struct.pack(">Q", n)
+        mask = os.urandom(4)
+        header += mask
+        self.sock.sendall(bytes(header) + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def recv(self):
+        message = b""
+        while True:
+            b0, b1 = self._read(2)
+            opcode, n = b0 & 0x0F, b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._read(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._read(8))[0]
+            mask = self._read(4) if b1 & 0x80 else None
+            payload = self._read(n)
+            if mask:
+                payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+            if opcode == 8:
+                raise OSError("websocket closed by peer")
+            if opcode in (9, 10):  # ping / pong: CDP does not send them in practice
+                continue
+            message += payload
+            if b0 & 0x80:
+                return message.decode()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Browser:
+    def __init__(self):
+        self.profile = tempfile.mkdtemp(prefix="concert-chromium-")
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--user-data-dir=" + self.profile, "--remote-debugging-port=0", "--window-size=1000,760",
+             "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = os.path.join(self.profile, "DevToolsActivePort")
+        if not wait_for(lambda: os.path.exists(port_file) and open(port_file).read().count("\n") >= 1, timeout=20):
+            self.close()
+            raise RuntimeError("chromium did not start")
+        self.port = int(open(port_file).read().split("\n")[0])
+        req = urllib.request.Request("http://127.0.0.1:%d/json/new?about:blank" % self.port, method="PUT")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            target = json.loads(r.read())
+        self.ws = WebSocket(target["webSocketDebuggerUrl"])
+        self.next_id = 0
+        self.events = []
+        self.call("Page.enable")
+        self.call("Network.enable")
+        self.call("Network.setCacheDisabled", {"cacheDisabled": True})
+
+    def call(self, method, params=None, timeout=15):
+        self.next_id += 1
+        my_id = self.next_id
+        self.ws.send(json.dumps({"id": my_id, "method": method, "params": params or {}}))
+        self.ws.sock.settimeout(timeout)
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == my_id:
+                if "error" in msg:
+                    raise RuntimeError("%s: %s" % (method, msg["error"]))
+                return msg.get("result", {})
+            if "method" in msg:
+                self.events.append(msg)
+
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        return result.get("result", {}).get("value")
+
+    def requested_urls(self):
+        self.evaluate("1")  # drain pending events
+        return [e["params"]["request"]["url"] for e in self.events if e["method"] == "Network.requestWillBeSent"]
+
+    def screenshot(self, path):
+        data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+    def close(self):
+        if getattr(self, "ws", None):
+            self.ws.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+@unittest.skipUnless(CHROMIUM, "chromium not installed")
+class WaitingPageTest(unittest.TestCase):
+    def setUp(self):
+        self.origin = FakeOrigin()
+        self.browser = Browser()
+
+    def tearDown(self):
+        self.browser.close()
+        self.origin.release()
+        self.origin.stop()
+
+    def park(self, concert):
+        t = threading.Thread(target=lambda: concert.get("/slow", timeout=60), daemon=True)
+        t.start()
+        self.assertTrue(wait_for(lambda: concert.stats()["occupancy"] == 1, timeout=5))
+        return t
+
+    def test_waiting_page_admits_by_itself(self):
+        with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
+            parked = self.park(c)
+            self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
+            position = wait_for(lambda: self.browser.evaluate(
+                "document.getElementById('position') && document.getElementById('position').textContent"),
+                timeout=10)
+            self.assertEqual(position, "1")
+            self.assertIn("in line", self.browser.evaluate("document.title"))
+            self.assertTrue(self.browser.evaluate("document.cookie.indexOf('room_probe=1') >= 0"))
+            self.assertEqual(self.origin.recorder.hits("/"), 0)
+            # let at least one poll happen while still waiting, then look at the page
+            self.assertTrue(wait_for(lambda: any(u.endswith("/queue/status") for u in self.browser.requested_urls()),
+                                     timeout=8, interval=0.2))
+            self.browser.screenshot(SCREENSHOT)
+            self.assertEqual(self.browser.evaluate("document.getElementById('status').className"), "status")
+
+            self.origin.release()
+            parked.join(10)
+            body = wait_for(lambda: self.browser.evaluate("document.body ? document.body.innerText : ''") == "ok",
+                            timeout=15, interval=0.2)
+            self.assertTrue(body, "browser did not reach the origin page")
+            self.assertEqual(self.origin.recorder.hits("/"), 1)
+            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=5))
+
+    def test_cookies_blocked_stops_polling(self):
+        # Cookies scoped to another domain are refused by the browser for 127.0.0.1.
+        with Concert(["-upstream", self.origin.url, "-cap", "1", "-cookie-domain", "example.com"],
+                     workers=2) as c:
+            parked = self.park(c)
+            self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
+            message = wait_for(lambda: self.browser.evaluate(
+                "document.getElementById('status') && document.getElementById('status').textContent"),
+                timeout=10)
+            self.assertTrue(wait_for(lambda: "ookies are required" in (self.browser.evaluate(
+                "document.getElementById('status').textContent") or ""), timeout=5), message)
+            self.assertEqual(self.browser.evaluate("document.cookie"), "")
+            # Longer than one poll interval (3 s + up to 0.5 s): no poll may happen.
+            time.sleep(4.5)
+            polls = [u for u in self.browser.requested_urls() if "/queue/status" in u]
+            self.assertEqual(polls, [])
+            self.assertEqual(self.origin.recorder.hits("/"), 0)
+            self.origin.release()
+            parked.join(10)
+
+
+if __name__ == "__main__":
+    unittest.main()

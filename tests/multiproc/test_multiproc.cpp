@@ -1,0 +1,375 @@
+// Multi-process tests of the shared-memory core: real processes forked over
+// one real mapping, hammering the ticket ring, the semaphores and the pass
+// table, and being SIGKILLed mid-operation.
+//
+// Children report through a second shared mapping (Board) and leave with
+// _exit(), so doctest and ASan teardown run only in the parent. Every wait is
+// bounded; every child is killed by pid if the test gives up on it.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/clock.h"
+#include "shm/segment.h"
+
+using namespace concert;
+using namespace concert::shm;
+
+namespace {
+
+constexpr uint32_t kRing = 1u << 12;
+constexpr uint64_t kMaxTickets = 1u << 16;
+constexpr Millis kLongTtl = 3600 * 1000;
+
+// Test bookkeeping shared by the parent and its children.
+struct Board {
+  std::atomic<int64_t> in_page;   // incremented after a page acquire, decremented before release
+  std::atomic<int64_t> in_asset;  // same for the asset semaphore
+  std::atomic<int64_t> in_pass;   // same for the shared pass
+  std::atomic<int64_t> max_page, max_asset, max_pass;
+  std::atomic<uint64_t> violations;  // FIFO or cap violations seen by children
+  std::atomic<uint64_t> issued, admitted;
+  std::atomic<int> pause_request, paused;
+  std::atomic<int> stop;
+  std::atomic<uint8_t> finished[kMaxTickets];  // marked before finish()
+};
+
+Board* makeBoard() {
+  void* p = mmap(nullptr, sizeof(Board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  return static_cast<Board*>(p);  // zero pages: every atomic starts at 0
+}
+
+void dropBoard(Board* board) { munmap(board, sizeof(Board)); }
+
+void raiseMax(std::atomic<int64_t>& max, int64_t value) {
+  int64_t seen = max.load();
+  while (value > seen && !max.compare_exchange_weak(seen, value)) {
+  }
+}
+
+const uint8_t kSharedPass[16] = {0xc0, 0x4c, 0xe2, 0x7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+
+// FIFO check at admission: fewer than `cap` tickets ahead of t may be
+// unfinished. Tickets are marked finished before finish() is called, so the
+// board never shows more unfinished tickets than the segment has.
+bool fifoHolds(const Board& board, uint64_t ticket, int64_t cap) {
+  int64_t unfinished = 0;
+  const uint64_t from = ticket > kRing ? ticket - kRing : 1;
+  for (uint64_t u = from; u < ticket; ++u)
+    if (board.finished[u].load() == 0) ++unfinished;
+  return unfinished < cap;
+}
+
+// One full page request: ticket, window, page slot, asset slot, pass hold,
+// release everything. `strict`: nothing in the test abandons tickets, so a
+// refused ticket is a violation and the FIFO window is checked; otherwise a
+// refused or evicted ticket just ends the cycle (returns false).
+bool pageCycle(Segment& seg, Board& board, WorkerSlot slot, int32_t cap, int32_t pass_cap, std::mt19937& rng,
+               bool strict) {
+  const Millis now = monotonicMs();
+  const Issued issued = seg.issue(slot, 0, now);
+  if (issued.outcome != IssueOutcome::Ready && issued.outcome != IssueOutcome::Queued) {
+    if (strict) board.violations.fetch_add(1);
+    return false;
+  }
+  board.issued.fetch_add(1);
+  const uint64_t ticket = issued.cookie.ticket;
+  if (issued.outcome == IssueOutcome::Queued) {
+    for (int spins = 0; !seg.claim(issued.cookie, slot); ++spins) {
+      if (spins % 64 == 0) {
+        const TicketState state = seg.render(issued.cookie, monotonicMs(), kLongTtl).state;
+        if (state == TicketState::Unknown || state == TicketState::Expired) {
+          if (strict) board.violations.fetch_add(1);
+          return false;
+        }
+      }
+      sched_yield();
+    }
+  }
+  if (strict && !fifoHolds(board, ticket, cap)) board.violations.fetch_add(1);
+  while (!seg.tryAcquirePage(slot)) sched_yield();
+  raiseMax(board.max_page, board.in_page.fetch_add(1) + 1);
+  board.admitted.fetch_add(1);
+
+  const bool asset = rng() % 2 == 0 && seg.tryAcquireAsset(slot);
+  if (asset) raiseMax(board.max_asset, board.in_asset.fetch_add(1) + 1);
+  PassHold hold;
+  const bool pass = rng() % 2 == 0 &&
+                    seg.tryAcquirePass(kSharedPass, PassProto::H1, pass_cap, slot, now, &hold) == PassAcquire::Acquired;
+  if (pass) raiseMax(board.max_pass, board.in_pass.fetch_add(1) + 1);
+  if (rng() % 4 == 0) sched_yield();
+  if (pass) {
+    board.in_pass.fetch_sub(1);
+    seg.releasePass(hold, slot, now);
+  }
+  if (asset) {
+    board.in_asset.fetch_sub(1);
+    seg.releaseAsset(slot);
+  }
+  board.in_page.fetch_sub(1);
+  seg.releasePage(slot);
+  if (strict) board.finished[ticket].store(1);
+  seg.finish(ticket, slot);
+  return true;
+}
+
+bool waitExit(pid_t pid, int* status, int seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    const pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) return true;
+    timespec ts{0, 10 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, status, 0);
+  return false;
+}
+
+Geometry testGeometry() {
+  Geometry g;
+  g.ring_size = kRing;
+  g.worker_slots = 8;
+  g.pass_table_size = 64;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("four processes hammer one segment: caps hold, FIFO window holds, no ticket is lost") {
+  constexpr int kChildren = 4;
+  constexpr int kCycles = 1500;
+  constexpr int32_t kCap = 3, kAssetCap = 2, kPassCap = 2;
+  auto seg = Segment::create(testGeometry(), kCap, kAssetCap);
+  Board* board = makeBoard();
+
+  std::vector<pid_t> pids;
+  for (int c = 0; c < kChildren; ++c) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::mt19937 rng(static_cast<unsigned>(c + 1));
+      for (int i = 0; i < kCycles; ++i) pageCycle(*seg, *board, static_cast<WorkerSlot>(c), kCap, kPassCap, rng, true);
+      _exit(0);
+    }
+    seg->slotStarted(static_cast<WorkerSlot>(c), pid, 1, monotonicMs());
+    pids.push_back(pid);
+  }
+
+  // Sampler: the segment's own view never exceeds the caps either (the
+  // board counters already prove the guarantee from the callers' side).
+  int running = kChildren;
+  int64_t samples = 0;
+  std::vector<bool> done(kChildren, false);
+  const Millis deadline = monotonicMs() + 45000;
+  while (running > 0 && monotonicMs() < deadline) {
+    CHECK(board->in_page.load() <= kCap);
+    CHECK(board->in_asset.load() <= kAssetCap);
+    CHECK(board->in_pass.load() <= kPassCap);
+    ++samples;
+    for (int c = 0; c < kChildren; ++c) {
+      int status = 0;
+      if (!done[c] && waitpid(pids[c], &status, WNOHANG) == pids[c]) {
+        done[c] = true;
+        --running;
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+      }
+    }
+    sched_yield();
+  }
+  for (int c = 0; c < kChildren; ++c) {
+    int status;
+    if (!done[c]) CHECK(waitExit(pids[c], &status, 1));
+  }
+  REQUIRE(running == 0);
+
+  CHECK(samples > 0);
+  CHECK(board->violations.load() == 0);
+  CHECK(board->max_page.load() <= kCap);
+  CHECK(board->max_asset.load() <= kAssetCap);
+  CHECK(board->max_pass.load() <= kPassCap);
+  CHECK(board->issued.load() == kChildren * kCycles);
+  CHECK(board->admitted.load() == kChildren * kCycles);
+  // No lost ticket: every number issued was finished, nothing is left.
+  for (uint64_t t = 1; t <= kChildren * kCycles; ++t) REQUIRE(board->finished[t].load() == 1);
+  CHECK(seg->queueDepth() == 0);
+  CHECK(seg->liveQueueDepth() == 0);
+  CHECK(seg->pageOccupancy() == 0);
+  CHECK(seg->assetInFlight() == 0);
+  const Issued next = seg->issue(0, 0, monotonicMs());
+  CHECK(next.outcome == IssueOutcome::Ready);
+  CHECK(next.cookie.ticket == kChildren * kCycles + 1);
+  seg->finish(next.cookie.ticket, 0);
+  for (int i = 0; i < kCap; ++i) CHECK(seg->tryAcquirePage(0));
+  dropBoard(board);
+}
+
+TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker held") {
+  constexpr int32_t kCap = 6, kAssetCap = 3, kPassCap = 3;
+  constexpr WorkerSlot kParentSlot = 0, kSurvivorSlot = 1, kVictimSlot = 2;
+  constexpr int kRounds = 40;
+  constexpr Millis kTtl = 1000;
+  auto seg = Segment::create(testGeometry(), kCap, kAssetCap);
+  Board* board = makeBoard();
+
+  // The parent's own holdings, which must survive every reclaim untouched:
+  // one admitted request with a page slot, an asset slot and a pass hold,
+  // plus two visitors waiting with cookies.
+  const Issued mine = seg->issue(kParentSlot, 0, 0);
+  REQUIRE(mine.outcome == IssueOutcome::Ready);
+  REQUIRE(seg->tryAcquirePage(kParentSlot));
+  REQUIRE(seg->tryAcquireAsset(kParentSlot));
+  PassHold my_hold;
+  REQUIRE(seg->tryAcquirePass(kSharedPass, PassProto::H1, kPassCap, kParentSlot, 0, &my_hold) ==
+          PassAcquire::Acquired);
+  // Two visitors with cookies: issued under a cap of 1 so that they queue,
+  // then the cap opens; they stay ready-but-unclaimed (live) for good.
+  seg->setPageCap(1);
+  const Issued wait1 = seg->issue(kParentSlot, 0, 0);
+  const Issued wait2 = seg->issue(kParentSlot, 0, 0);
+  REQUIRE(wait1.outcome == IssueOutcome::Queued);
+  REQUIRE(wait2.outcome == IssueOutcome::Queued);
+  seg->setPageCap(kCap);
+
+  // Survivor: a live worker that keeps running whole cycles while the victim
+  // dies and is reclaimed; it stops (holding nothing) when asked.
+  const pid_t survivor = fork();
+  REQUIRE(survivor >= 0);
+  if (survivor == 0) {
+    std::mt19937 rng(7);
+    while (board->stop.load() == 0) {
+      if (board->pause_request.load() != 0) {
+        board->paused.store(1);
+        while (board->pause_request.load() != 0 && board->stop.load() == 0) sched_yield();
+        board->paused.store(0);
+        continue;
+      }
+      pageCycle(*seg, *board, kSurvivorSlot, kCap, kPassCap, rng, false);
+    }
+    _exit(0);
+  }
+  seg->slotStarted(kSurvivorSlot, survivor, 1, monotonicMs());
+
+  std::mt19937 rng(42);
+  int64_t reclaimed_total = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    CAPTURE(round);
+    const pid_t victim = fork();
+    REQUIRE(victim >= 0);
+    if (victim == 0) {
+      std::mt19937 vrng(static_cast<unsigned>(round) + 100);
+      for (;;) {
+        // A mix of everything, with holds piling up between releases.
+        switch (vrng() % 4) {
+          case 0:
+            pageCycle(*seg, *board, kVictimSlot, kCap, kPassCap, vrng, false);
+            break;
+          case 1: {
+            const Issued q = seg->issue(kVictimSlot, 0, monotonicMs());  // a visitor who walks away
+            if (q.outcome == IssueOutcome::Ready) {
+              if (seg->tryAcquirePage(kVictimSlot)) seg->releasePage(kVictimSlot);
+              seg->finish(q.cookie.ticket, kVictimSlot);
+            }
+            break;
+          }
+          case 2: {
+            PassHold h;
+            if (seg->tryAcquirePass(kSharedPass, PassProto::H2, 2, kVictimSlot, 0, &h) == PassAcquire::Acquired &&
+                vrng() % 2)
+              seg->releasePass(h, kVictimSlot, 0);
+            break;
+          }
+          default:
+            if (seg->tryAcquireAsset(kVictimSlot) && vrng() % 2) seg->releaseAsset(kVictimSlot);
+            break;
+        }
+      }
+    }
+    seg->slotStarted(kVictimSlot, victim, 1, monotonicMs());
+    timespec ts{0, static_cast<long>(rng() % 3000) * 1000};
+    nanosleep(&ts, nullptr);
+    kill(victim, SIGKILL);
+    int status = 0;
+    REQUIRE(waitpid(victim, &status, 0) == victim);
+    CHECK(WIFSIGNALED(status));
+    const ReclaimReport report = seg->reclaimDeadWorker(kVictimSlot);
+    reclaimed_total += report.total();
+    CHECK(seg->slotPid(kVictimSlot) == 0);
+
+    // Drop the abandoned visitors (the victim's, and the survivor's current
+    // one, which it then gives up), quiesce the survivor, compare.
+    const Millis later = monotonicMs() + 100 * kTtl;
+    REQUIRE(seg->render(wait1.cookie, later, kLongTtl).state != TicketState::Unknown);
+    REQUIRE(seg->render(wait2.cookie, later, kLongTtl).state != TicketState::Unknown);
+    seg->reapExpired(later, kTtl);
+    board->pause_request.store(1);
+    for (int i = 0; i < 1000000 && board->paused.load() == 0; ++i) sched_yield();
+    REQUIRE(board->paused.load() == 1);
+    seg->reapExpired(later, kTtl);
+
+    CHECK(seg->pageOccupancy() == 1);
+    CHECK(seg->assetInFlight() == 1);
+    CHECK(seg->liveQueueDepth() == 2);
+    CHECK(seg->queueDepth() == 0);  // 1 in flight + 2 waiting, inside cap 6
+    // Exactly one H1 hold (the parent's) and no H2 hold remain on the pass.
+    PassHold probe[kPassCap];
+    for (int i = 0; i < kPassCap - 1; ++i)
+      CHECK(seg->tryAcquirePass(kSharedPass, PassProto::H1, kPassCap, kParentSlot, later, &probe[i]) ==
+            PassAcquire::Acquired);
+    CHECK(seg->tryAcquirePass(kSharedPass, PassProto::H1, kPassCap, kParentSlot, later, &probe[kPassCap - 1]) ==
+          PassAcquire::AtCap);
+    for (int i = 0; i < kPassCap - 1; ++i) seg->releasePass(probe[i], kParentSlot, later);
+    PassHold h2[2];
+    CHECK(seg->tryAcquirePass(kSharedPass, PassProto::H2, 2, kParentSlot, later, &h2[0]) == PassAcquire::Acquired);
+    CHECK(seg->tryAcquirePass(kSharedPass, PassProto::H2, 2, kParentSlot, later, &h2[1]) == PassAcquire::Acquired);
+    seg->releasePass(h2[0], kParentSlot, later);
+    seg->releasePass(h2[1], kParentSlot, later);
+    // The full page cap is usable apart from the parent's one slot.
+    for (int i = 0; i < kCap - 1; ++i) CHECK(seg->tryAcquirePage(kParentSlot));
+    CHECK_FALSE(seg->tryAcquirePage(kParentSlot));
+    for (int i = 0; i < kCap - 1; ++i) seg->releasePage(kParentSlot);
+    board->pause_request.store(0);
+  }
+
+  board->stop.store(1);
+  int status = 0;
+  CHECK(waitExit(survivor, &status, 10));
+  CHECK(WIFEXITED(status));
+  CHECK(board->violations.load() == 0);
+  CHECK(reclaimed_total > 0);
+  CHECK(seg->snapshot().slots_reclaimed_total == static_cast<uint64_t>(reclaimed_total));
+  CHECK(seg->reclaimDeadWorker(kSurvivorSlot).total() == 0);
+
+  // Give everything back: all zero, the full caps usable.
+  seg->releasePass(my_hold, kParentSlot, 0);
+  seg->releaseAsset(kParentSlot);
+  seg->releasePage(kParentSlot);
+  seg->finish(mine.cookie.ticket, kParentSlot);
+  seg->retire(wait1.cookie.ticket, false);
+  seg->retire(wait2.cookie.ticket, false);
+  CHECK(seg->pageOccupancy() == 0);
+  CHECK(seg->assetInFlight() == 0);
+  CHECK(seg->liveQueueDepth() == 0);
+  CHECK(seg->queueDepth() == 0);
+  CHECK(seg->sweepPasses(1 << 30, 1) == 1);
+  CHECK(seg->passUsers() == 0);
+  for (int i = 0; i < kCap; ++i) {
+    const Issued t = seg->issue(kParentSlot, 0, 0);
+    CHECK(t.outcome == IssueOutcome::Ready);
+    CHECK(seg->tryAcquirePage(kParentSlot));
+  }
+  CHECK(seg->issue(kParentSlot, 0, 0).outcome == IssueOutcome::Queued);
+  for (int i = 0; i < kAssetCap; ++i) CHECK(seg->tryAcquireAsset(kParentSlot));
+  dropBoard(board);
+}

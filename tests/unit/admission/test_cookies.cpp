@@ -1,0 +1,70 @@
+// Cookie parsing, Concert-cookie stripping and Set-Cookie attribute strings.
+#include <doctest/doctest.h>
+
+#include "config/config.h"
+#include "worker/admission.h"
+#include "worker/cookies.h"
+
+using namespace concert;
+using namespace concert::worker;
+
+TEST_CASE("stripConcertCookies") {
+  CHECK(stripConcertCookies("room_ticket=a; session=keep; room_pass=b; room_probe=1; concert_admit=z; theme=dark") ==
+        std::optional<std::string>("session=keep; theme=dark"));
+  CHECK(stripConcertCookies("session=keep") == std::optional<std::string>("session=keep"));
+  CHECK_FALSE(stripConcertCookies("room_ticket=a; concert_admit=z"));
+  CHECK_FALSE(stripConcertCookies(""));
+  CHECK_FALSE(stripConcertCookies(" ; ;"));
+  // spacing and empty pieces tolerated, other values kept byte for byte
+  CHECK(stripConcertCookies("a=1;b=\"x y\" ;; room_probe=1 ;  c=3=4") ==
+        std::optional<std::string>("a=1; b=\"x y\"; c=3=4"));
+  // only exact names are Concert's
+  CHECK(stripConcertCookies("room_ticket2=x; Room_Ticket=y") ==
+        std::optional<std::string>("room_ticket2=x; Room_Ticket=y"));
+  CHECK(stripConcertCookies("flag; room_pass=1") == std::optional<std::string>("flag"));
+}
+
+TEST_CASE("cookieValue") {
+  Headers none{{"Accept", "*/*"}};
+  CHECK_FALSE(cookieValue(none, "room_ticket"));
+
+  Headers one{{"Cookie", "a=1;  room_ticket=abc ; b=2"}};
+  CHECK(cookieValue(one, "room_ticket") == std::optional<std::string>("abc"));
+  CHECK(cookieValue(one, "a") == std::optional<std::string>("1"));
+  CHECK_FALSE(cookieValue(one, "room"));
+
+  Headers several{{"cookie", "x=1"}, {"COOKIE", "room_ticket=second"}, {"Cookie", "room_ticket=third"}};
+  CHECK(cookieValue(several, "room_ticket") == std::optional<std::string>("second"));
+
+  Headers quoted{{"Cookie", "concert_admit=\"v\"; empty="}};
+  CHECK(cookieValue(quoted, "concert_admit") == std::optional<std::string>("v"));
+  CHECK(cookieValue(quoted, "empty") == std::optional<std::string>(""));
+
+  Headers empties{{"Cookie", ";;  ; room_probe=1;"}};
+  CHECK(cookieValue(empties, "room_probe") == std::optional<std::string>("1"));
+}
+
+TEST_CASE("Set-Cookie attribute strings") {
+  config::Config c;
+  c.token_ttl = 300'000;
+  c.admit_ttl = 600'000;
+  CHECK(ticketSetCookie(c, "00ff", false) == "room_ticket=00ff; Path=/; Max-Age=300; HttpOnly; SameSite=Lax");
+  CHECK(probeSetCookie(c, false) == "room_probe=1; Path=/; Max-Age=300; SameSite=Lax");
+  CHECK(admitSetCookie(c, "PASS") == "concert_admit=PASS; Path=/; Max-Age=600; HttpOnly; SameSite=Lax");
+
+  SUBCASE("TLS makes the room cookies Secure, not the pass") {
+    CHECK(ticketSetCookie(c, "v", true) == "room_ticket=v; Path=/; Max-Age=300; HttpOnly; Secure; SameSite=Lax");
+    CHECK(probeSetCookie(c, true) == "room_probe=1; Path=/; Max-Age=300; Secure; SameSite=Lax");
+    CHECK(admitSetCookie(c, "P").find("Secure") == std::string::npos);
+  }
+  SUBCASE("secure-cookie, path and domain") {
+    c.secure_cookie = true;
+    c.cookie_path = "/shop";
+    c.cookie_domain = ".example.com";
+    c.token_ttl = 30'000;
+    CHECK(ticketSetCookie(c, "v", false) ==
+          "room_ticket=v; Path=/shop; Domain=example.com; Max-Age=30; HttpOnly; Secure; SameSite=Lax");
+    CHECK(admitSetCookie(c, "P") ==
+          "concert_admit=P; Path=/shop; Domain=example.com; Max-Age=600; HttpOnly; Secure; SameSite=Lax");
+  }
+}

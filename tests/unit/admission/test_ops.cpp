@@ -1,0 +1,101 @@
+// /_room/healthz, /_room/stats and POST /_room/cap.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "fixture.h"
+
+using namespace concert;
+using namespace concert::worker;
+using concert::test::Room;
+
+TEST_CASE("ops: healthz") {
+  Room room(test::baseConfig(1));
+  LocalResponse r = handleHealthz(room.context, test::get("/_room/healthz"));
+  CHECK(r.status == 200);
+  CHECK(r.body == "ok");
+  CHECK(test::headerValue(r.headers, "Content-Type") == "text/plain; charset=utf-8");
+}
+
+TEST_CASE("ops: stats keys sorted and complete") {
+  Room room(test::baseConfig(1));
+  auto holder = makePageGuard(room.context);
+  REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
+  LocalResponse r = handleStats(room.context, test::get("/_room/stats"));
+  CHECK(r.status == 200);
+  CHECK(test::headerValue(r.headers, "Content-Type") == "application/json; charset=utf-8");
+  CHECK(test::headerValue(r.headers, "Cache-Control") == "no-store");
+
+  // Keys are the quoted words directly after '{' or ','; no value here contains either.
+  std::vector<std::string> keys;
+  for (size_t at = 0; at < r.body.size(); ++at) {
+    if ((r.body[at] != '{' && r.body[at] != ',') || at + 1 >= r.body.size() || r.body[at + 1] != '"') continue;
+    size_t end = r.body.find('"', at + 2);
+    keys.push_back(r.body.substr(at + 2, end - at - 2));
+  }
+  std::vector<std::string> expected = {
+      "asset_cap", "asset_denied_total", "asset_global_throttled_total", "asset_in_flight", "asset_served_total",
+      "asset_user_cap_h1", "asset_user_cap_h2", "asset_user_throttled_total", "asset_users", "cap",
+      "evicted_total", "generation", "live_queue_depth", "max_queue_depth", "occupancy", "pass_table_full_total",
+      "promoted_total", "queue_depth", "queued_total", "reloads_total", "ring_full_total",
+      "slots_reclaimed_total", "timeouts_total", "token_ttl", "upstream", "utilization",
+      "worker_restarts_total", "workers"};
+  CHECK(keys == expected);
+  CHECK(std::is_sorted(keys.begin(), keys.end()));
+  CHECK(r.body.find("\"cap\":1,") != std::string::npos);
+  CHECK(r.body.find("\"occupancy\":1,") != std::string::npos);
+  CHECK(r.body.find("\"token_ttl\":\"5m0s\"") != std::string::npos);
+  CHECK(r.body.find("\"upstream\":\"http://127.0.0.1:3000\"") != std::string::npos);
+  CHECK(r.body.find("\"max_queue_depth\":100,") != std::string::npos);
+  CHECK(r.body.find("\"workers\":1}") != std::string::npos);
+  CHECK(r.body.find("\"generation\":1,") != std::string::npos);
+}
+
+TEST_CASE("ops: cap endpoint") {
+  SUBCASE("disabled without a token") {
+    Room room(test::baseConfig(1));
+    LocalResponse r = handleCap(room.context, test::get("/_room/cap"), "{\"cap\":3}");
+    CHECK(r.status == 404);
+    CHECK(r.body.empty());
+  }
+  config::Config c = test::baseConfig(1);
+  c.admin_token = "s3cret-token";
+  Room room(std::move(c));
+  auto post = [](Headers h) {
+    Request r = test::get("/_room/cap", std::move(h));
+    r.method = "POST";
+    return r;
+  };
+  SUBCASE("authorization") {
+    CHECK(handleCap(room.context, post({}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.context, post({{"Authorization", "Bearer wrong"}}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.context, post({{"Authorization", "s3cret-toke"}}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.context, post({{"Authorization", "bearer s3cret-token"}}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.context, post({{"Authorization", ""}}), "{\"cap\":3}").status == 401);
+    CHECK(room.segment->pageCap() == 1);
+  }
+  SUBCASE("bad bodies") {
+    Headers auth{{"Authorization", "Bearer s3cret-token"}};
+    LocalResponse r = handleCap(room.context, post(auth), "not json");
+    CHECK(r.status == 400);
+    CHECK(r.body == "{\"error\":\"invalid character 'o' in literal null (expecting 'u')\"}");
+    CHECK(test::headerValue(r.headers, "Content-Type") == "application/json; charset=utf-8");
+    CHECK(handleCap(room.context, post(auth), "").body == "{\"error\":\"unexpected end of JSON input\"}");
+    CHECK(handleCap(room.context, post(auth), "{\"cap\":\"3\"}").status == 400);
+    CHECK(handleCap(room.context, post(auth), "{\"cap\":3000000000}").status == 400);
+    CHECK(handleCap(room.context, post(auth), "{}").body ==
+          "{\"error\":\"room: invalid capacity 0: must be >= 1\"}");
+    CHECK(handleCap(room.context, post(auth), "{\"cap\":-5}").body ==
+          "{\"error\":\"room: invalid capacity -5: must be >= 1\"}");
+    CHECK(room.segment->pageCap() == 1);
+  }
+  SUBCASE("success, bare or Bearer token") {
+    LocalResponse r = handleCap(room.context, post({{"Authorization", "s3cret-token"}}), "{\"cap\":3}");
+    CHECK(r.status == 200);
+    CHECK(r.body == "{\"cap\":3,\"occupancy\":0}");
+    CHECK(room.segment->pageCap() == 3);
+    r = handleCap(room.context, post({{"Authorization", "Bearer s3cret-token"}}), " {\"cap\": 2} ");
+    CHECK(r.status == 200);
+    CHECK(room.segment->pageCap() == 2);
+  }
+}

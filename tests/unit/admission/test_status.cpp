@@ -1,0 +1,100 @@
+// GET /queue/status: every row of reference-behaviour §2.2, pricing and the
+// cookie refresh.
+#include <doctest/doctest.h>
+
+#include "fixture.h"
+
+using namespace concert;
+using namespace concert::worker;
+using concert::test::Room;
+
+namespace {
+
+std::string queueOne(Room& room, std::unique_ptr<RequestGuard>& holder) {
+  holder = makePageGuard(room.context);
+  REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
+  auto g = makePageGuard(room.context);
+  Admission a = g->admit(test::get("/"), 1000);
+  REQUIRE(a.response.status == 429);
+  return test::setCookieValue(a.response.headers, "room_ticket");
+}
+
+Request statusRequest(const std::string& ticket) {
+  return test::get("/queue/status", {{"Cookie", "room_ticket=" + ticket}});
+}
+
+}  // namespace
+
+TEST_CASE("status: OPTIONS, no cookie, malformed, unknown") {
+  Room room(test::baseConfig(1));
+  Request options = test::get("/queue/status");
+  options.method = "OPTIONS";
+  CHECK(handleQueueStatus(room.context, options, 1000).status == 204);
+
+  LocalResponse none = handleQueueStatus(room.context, test::get("/queue/status"), 1000);
+  CHECK(none.status == 200);
+  CHECK(none.body == "{\"ready\":false,\"cookies_required\":true}");
+  CHECK(test::headerValue(none.headers, "Content-Type") == "application/json; charset=utf-8");
+  CHECK(test::headerValue(none.headers, "Cache-Control") == "no-store");
+
+  CHECK(handleQueueStatus(room.context, statusRequest("nothex"), 1000).body == "{\"ready\":true}");
+  CHECK(handleQueueStatus(room.context, statusRequest(std::string(32, '0')), 1000).body == "{\"ready\":true}");
+  CHECK(handleQueueStatus(room.context, statusRequest("00000000000000050000000000000007"), 1000).body ==
+        "{\"ready\":true}");
+}
+
+TEST_CASE("status: waiting, rate limited, ready") {
+  Room room(test::baseConfig(1));
+  std::unique_ptr<RequestGuard> holder;
+  std::string ticket = queueOne(room, holder);
+
+  LocalResponse w = handleQueueStatus(room.context, statusRequest(ticket), 5000);
+  CHECK(w.status == 200);
+  CHECK(w.body == "{\"ready\":false,\"position\":1,\"utilization\":0.1}");
+  CHECK(test::setCookies(w.headers).empty());
+
+  LocalResponse limited = handleQueueStatus(room.context, statusRequest(ticket), 5500);
+  CHECK(limited.status == 429);
+  CHECK(test::headerValue(limited.headers, "Retry-After") == "1");
+  CHECK(limited.body == "{\"ready\":false,\"position\":1}");
+  CHECK(test::setCookies(limited.headers).empty());
+
+  holder->release();
+  LocalResponse ready = handleQueueStatus(room.context, statusRequest(ticket), 7000);
+  CHECK(ready.status == 200);
+  CHECK(ready.body == "{\"ready\":true}");
+}
+
+TEST_CASE("status: expired ticket is ready and evicted") {
+  Room room(test::baseConfig(1));
+  std::unique_ptr<RequestGuard> holder;
+  std::string ticket = queueOne(room, holder);
+  Millis later = 1000 + room.config->token_ttl + 1000;
+  CHECK(handleQueueStatus(room.context, statusRequest(ticket), later).body == "{\"ready\":true}");
+  CHECK(room.segment->snapshot().evicted_total == 1);
+  CHECK(room.segment->liveQueueDepth() == 0);
+}
+
+TEST_CASE("status: pricing and cookie refresh") {
+  config::Config c = test::baseConfig(1);
+  c.rate = 2;
+  c.surge = 0.5;
+  Room room(std::move(c));
+  std::unique_ptr<RequestGuard> holder;
+  queueOne(room, holder);
+  auto g = makePageGuard(room.context);
+  Admission second = g->admit(test::get("/"), 1000);
+  std::string ticket = test::setCookieValue(second.response.headers, "room_ticket");
+  REQUIRE(room.segment->queueDepth() == 2);
+
+  // position 2, rate_per_pos = 2 + 2 * 0.5 = 3, skip_cost = (2 - 1) * 3
+  LocalResponse w = handleQueueStatus(room.context, statusRequest(ticket), 5000);
+  CHECK(w.body == "{\"ready\":false,\"position\":2,\"utilization\":0.1,\"skip_cost\":3,\"rate_per_pos\":3}");
+
+  // cookies re-sent once ttl/3 has passed since they were last sent
+  Millis later = 1000 + room.config->token_ttl / 3 + 1000;
+  LocalResponse r = handleQueueStatus(room.context, statusRequest(ticket), later);
+  CHECK(r.status == 200);
+  CHECK(test::setCookieValue(r.headers, "room_ticket") == ticket);
+  CHECK(test::setCookieValue(r.headers, "room_probe") == "1");
+}

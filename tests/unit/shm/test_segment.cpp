@@ -1,0 +1,170 @@
+// Segment-wide pieces: geometry, cookies, worker slots, reclaim, stats.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "shm/segment.h"
+
+using namespace concert;
+using namespace concert::shm;
+
+namespace {
+
+std::unique_ptr<Segment> makeSegment(int32_t cap = 4) {
+  Geometry g;
+  g.ring_size = 1u << 12;
+  g.worker_slots = 4;
+  g.pass_table_size = 64;
+  return Segment::create(g, cap, 10);
+}
+
+}  // namespace
+
+TEST_CASE("computeGeometry") {
+  Geometry g = computeGeometry(100, 10, 2, 500);
+  CHECK(g.ring_size == 4096);  // 2 * 110 = 220, raised to the 2^12 floor
+  CHECK(g.worker_slots == 4);
+  CHECK(g.pass_table_size == 512);
+  g = computeGeometry(10000, 500, 4, 1024);
+  CHECK(g.ring_size == 32768);  // next power of two >= 21000
+  CHECK(g.worker_slots == 8);
+  CHECK(g.pass_table_size == 1024);
+  g = computeGeometry(0, 500, 1, 1);
+  CHECK(g.ring_size == (1u << 20));
+  CHECK(g.worker_slots == 2);
+  CHECK(g.pass_table_size >= 1);
+  g = computeGeometry(1000000, 500, 64, 64000);
+  CHECK(g.ring_size == (1u << 21));
+  CHECK(g.worker_slots == 128);
+  CHECK(g.pass_table_size == 65536);
+}
+
+TEST_CASE("create rejects a bad geometry") {
+  Geometry g;
+  g.ring_size = 1000;
+  CHECK_THROWS(Segment::create(g, 1, 1));
+  g.ring_size = 1024;
+  g.worker_slots = 0;
+  CHECK_THROWS(Segment::create(g, 1, 1));
+  g.worker_slots = 2;
+  CHECK_THROWS(Segment::create(g, 0, 1));
+  auto s = Segment::create(g, 1, 1);
+  CHECK(s->bytes() > 1024 * 24);
+  CHECK(s->geometry().ring_size == 1024);
+}
+
+TEST_CASE("TicketCookie hex round trip and strict parsing") {
+  const TicketCookie c{0x0123456789abcdefull, 0xfedcba9876543210ull};
+  const std::string hex = c.toHex();
+  CHECK(hex == "0123456789abcdeffedcba9876543210");
+  const auto back = TicketCookie::fromHex(hex);
+  REQUIRE(back);
+  CHECK(back->ticket == c.ticket);
+  CHECK(back->nonce == c.nonce);
+  CHECK(TicketCookie{1, 2}.toHex() == "00000000000000010000000000000002");
+  CHECK_FALSE(TicketCookie::fromHex(""));
+  CHECK_FALSE(TicketCookie::fromHex(hex.substr(1)));
+  CHECK_FALSE(TicketCookie::fromHex(hex + "0"));
+  CHECK_FALSE(TicketCookie::fromHex("0123456789ABCDEFfedcba9876543210"));
+  CHECK_FALSE(TicketCookie::fromHex("0123456789abcdefgedcba9876543210"));
+  CHECK_FALSE(TicketCookie::fromHex(" 123456789abcdeffedcba9876543210"));
+  CHECK_FALSE(TicketCookie::fromHex("+123456789abcdeffedcba9876543210"));
+}
+
+TEST_CASE("worker slots: start, heartbeat, generation") {
+  auto s = makeSegment();
+  CHECK(s->slotPid(1) == 0);
+  s->slotStarted(1, 4242, 3, 1000);
+  CHECK(s->slotPid(1) == 4242);
+  CHECK(s->slotGeneration(1) == 3);
+  CHECK(s->lastHeartbeat(1) == 1000);
+  s->heartbeat(1, 2500);
+  CHECK(s->lastHeartbeat(1) == 2500);
+  CHECK(s->snapshot().workers == 1);
+  s->setGeneration(7);
+  CHECK(s->generation() == 7);
+  CHECK(s->snapshot().generation == 7);
+}
+
+TEST_CASE("reclaimDeadWorker returns exactly what the slot held") {
+  auto s = makeSegment(3);
+  s->slotStarted(0, 100, 1, 0);
+  s->slotStarted(1, 101, 1, 0);
+
+  // Slot 1: two page slots with their tickets, one asset slot, three pass holds.
+  const Issued t1 = s->issue(1, 0, 0);
+  const Issued t2 = s->issue(1, 0, 0);
+  REQUIRE(t1.outcome == IssueOutcome::Ready);
+  REQUIRE(t2.outcome == IssueOutcome::Ready);
+  REQUIRE(s->tryAcquirePage(1));
+  REQUIRE(s->tryAcquirePage(1));
+  REQUIRE(s->tryAcquireAsset(1));
+  uint8_t id[16] = {1, 2, 3};
+  PassHold h;
+  REQUIRE(s->tryAcquirePass(id, PassProto::H1, 5, 1, 0, &h) == PassAcquire::Acquired);
+  REQUIRE(s->tryAcquirePass(id, PassProto::H1, 5, 1, 0, &h) == PassAcquire::Acquired);
+  REQUIRE(s->tryAcquirePass(id, PassProto::H2, 5, 1, 0, &h) == PassAcquire::Acquired);
+  // Slot 0 holds one of everything and must keep it.
+  const Issued t3 = s->issue(0, 0, 0);
+  REQUIRE(t3.outcome == IssueOutcome::Ready);
+  REQUIRE(s->tryAcquirePage(0));
+  REQUIRE(s->tryAcquireAsset(0));
+  PassHold h0;
+  REQUIRE(s->tryAcquirePass(id, PassProto::H1, 5, 0, 0, &h0) == PassAcquire::Acquired);
+  // A waiting ticket issued by slot 1 belongs to its visitor, not the worker.
+  const Issued waiting = s->issue(1, 0, 0);
+  REQUIRE(waiting.outcome == IssueOutcome::Queued);
+
+  const ReclaimReport r = s->reclaimDeadWorker(1);
+  CHECK(r.page_slots == 2);
+  CHECK(r.tickets_finished == 2);
+  CHECK(r.asset_slots == 1);
+  CHECK(r.pass_holds == 3);
+  CHECK(r.total() == 6);
+  CHECK(s->slotPid(1) == 0);
+  CHECK(s->pageOccupancy() == 1);
+  CHECK(s->assetInFlight() == 1);
+  CHECK(s->liveQueueDepth() == 1);
+  CHECK(s->snapshot().slots_reclaimed_total == 6);
+  CHECK(s->snapshot().workers == 1);
+  // The freed window admits the waiting ticket; the pass has one H1 hold left.
+  CHECK(s->claim(waiting.cookie, 0));
+  PassHold more;
+  for (int i = 0; i < 4; ++i) CHECK(s->tryAcquirePass(id, PassProto::H1, 5, 2, 0, &more) == PassAcquire::Acquired);
+  CHECK(s->tryAcquirePass(id, PassProto::H1, 5, 2, 0, &more) == PassAcquire::AtCap);
+  CHECK(s->reclaimDeadWorker(1).total() == 0);
+}
+
+TEST_CASE("stats snapshot reports every counter") {
+  auto s = makeSegment(2);
+  const Counter all[] = {Counter::QueuedTotal,      Counter::EvictedTotal,           Counter::TimeoutsTotal,
+                         Counter::PromotedTotal,    Counter::AssetServedTotal,       Counter::AssetDeniedTotal,
+                         Counter::AssetUserThrottledTotal, Counter::AssetGlobalThrottledTotal,
+                         Counter::RingFullTotal,    Counter::PassTableFullTotal,     Counter::ReloadsTotal,
+                         Counter::WorkerRestartsTotal, Counter::SlotsReclaimedTotal};
+  uint64_t n = 1;
+  for (Counter c : all) s->count(c, n++);
+  s->count(Counter::QueuedTotal);
+  const StatsSnapshot st = s->snapshot();
+  CHECK(st.queued_total == 2);
+  CHECK(st.evicted_total == 2);
+  CHECK(st.timeouts_total == 3);
+  CHECK(st.promoted_total == 4);
+  CHECK(st.asset_served_total == 5);
+  CHECK(st.asset_denied_total == 6);
+  CHECK(st.asset_user_throttled_total == 7);
+  CHECK(st.asset_global_throttled_total == 8);
+  CHECK(st.ring_full_total == 9);
+  CHECK(st.pass_table_full_total == 10);
+  CHECK(st.reloads_total == 11);
+  CHECK(st.worker_restarts_total == 12);
+  CHECK(st.slots_reclaimed_total == 13);
+  CHECK(st.cap == 2);
+  CHECK(st.asset_cap == 10);
+  CHECK(st.occupancy == 0);
+  CHECK(st.queue_depth == 0);
+  CHECK(st.live_queue_depth == 0);
+  CHECK(st.asset_in_flight == 0);
+  CHECK(st.asset_users == 0);
+  CHECK(st.workers == 0);
+}

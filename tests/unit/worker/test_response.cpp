@@ -1,0 +1,303 @@
+// Response serialisation, proxy head rewriting and the access log line.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "config/config.h"
+#include "worker/access_log.h"
+#include "worker/proxy.h"
+#include "worker/response.h"
+
+using namespace concert;
+using namespace concert::worker;
+
+namespace {
+
+// Header block lines between the first line and the blank line.
+std::vector<std::string> lines(const std::string& head) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    size_t end = head.find("\r\n", pos);
+    if (end == std::string::npos || end == pos) break;
+    out.push_back(head.substr(pos, end - pos));
+    pos = end + 2;
+  }
+  return out;
+}
+
+bool hasLine(const std::string& head, const std::string& line) {
+  for (const std::string& l : lines(head))
+    if (l == line) return true;
+  return false;
+}
+
+bool hasName(const std::string& head, const std::string& name) {
+  for (const std::string& l : lines(head)) {
+    size_t colon = l.find(':');
+    if (colon != std::string::npos && equalsIgnoreCase(l.substr(0, colon), name)) return true;
+  }
+  return false;
+}
+
+Request sampleRequest() {
+  Request r;
+  r.method = "GET";
+  r.target = "/p/a%20b?q=1";
+  r.raw_path = "/p/a%20b";
+  r.path = "/p/a b";
+  r.query = "q=1";
+  r.peer_ip = "10.1.2.3";
+  r.headers = {{"Host", "concert.example"},
+               {"User-Agent", "ua"},
+               {"Connection", "keep-alive, X-Hop"},
+               {"X-Hop", "secret"},
+               {"Keep-Alive", "timeout=5"},
+               {"Proxy-Connection", "keep-alive"},
+               {"Proxy-Authorization", "Basic x"},
+               {"TE", "trailers, deflate"},
+               {"Trailer", "X-T"},
+               {"Upgrade", "h2c"},
+               {"Forwarded", "for=1.1.1.1"},
+               {"X-Forwarded-For", "6.6.6.6"},
+               {"X-Forwarded-Host", "evil"},
+               {"X-Forwarded-Proto", "https"},
+               {"X-Forwarded-Port", "443"},
+               {"Accept", "*/*"}};
+  return r;
+}
+
+config::Config sampleConfig() {
+  config::Config c;
+  c.upstream.raw = "http://127.0.0.1:3000";
+  c.upstream.host = "127.0.0.1";
+  c.upstream.port = 3000;
+  c.upstream.host_port = "127.0.0.1:3000";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("reason phrases") {
+  CHECK(std::string(reasonPhrase(200)) == "OK");
+  CHECK(std::string(reasonPhrase(429)) == "Too Many Requests");
+  CHECK(std::string(reasonPhrase(431)) == "Request Header Fields Too Large");
+  CHECK(std::string(reasonPhrase(504)) == "Gateway Timeout");
+  CHECK(std::string(reasonPhrase(599)) == "");
+}
+
+TEST_CASE("local responses: length, date, connection, HEAD") {
+  LocalResponse r = plainText(200, "ok");
+  r.headers.push_back({"Content-Length", "999"});  // ignored: framing is the serialiser's
+  std::string out;
+  serializeResponse(r, WireOptions{}, out);
+  CHECK(out.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(hasLine(out, "Content-Type: text/plain; charset=utf-8"));
+  CHECK(hasLine(out, "Content-Length: 2"));
+  CHECK_FALSE(hasLine(out, "Content-Length: 999"));
+  CHECK(hasName(out, "Date"));
+  CHECK_FALSE(hasName(out, "Connection"));
+  CHECK(out.substr(out.size() - 6) == "\r\n\r\nok");
+
+  out.clear();
+  WireOptions head;
+  head.head_request = true;
+  head.close = true;
+  serializeResponse(r, head, out);
+  CHECK(hasLine(out, "Content-Length: 2"));
+  CHECK(hasLine(out, "Connection: close"));
+  CHECK(out.substr(out.size() - 4) == "\r\n\r\n");
+
+  out.clear();
+  LocalResponse nc;
+  nc.status = 204;
+  nc.body = "ignored";
+  WireOptions ka;
+  ka.http10_keep_alive = true;
+  serializeResponse(nc, ka, out);
+  CHECK(out.rfind("HTTP/1.1 204 No Content\r\n", 0) == 0);
+  CHECK_FALSE(hasName(out, "Content-Length"));
+  CHECK(hasLine(out, "Connection: keep-alive"));
+  CHECK(out.substr(out.size() - 4) == "\r\n\r\n");
+}
+
+TEST_CASE("upstream target joins paths with a single slash and merges queries") {
+  config::Upstream u;
+  Request r;
+  r.raw_path = "/foo/";
+  CHECK(upstreamTarget(u, r) == "/foo/");
+  r.query = "a=1";
+  CHECK(upstreamTarget(u, r) == "/foo/?a=1");
+  u.path = "/base";
+  CHECK(upstreamTarget(u, r) == "/base/foo/?a=1");
+  u.path = "/base/";
+  CHECK(upstreamTarget(u, r) == "/base/foo/?a=1");
+  u.query = "k=v";
+  CHECK(upstreamTarget(u, r) == "/base/foo/?k=v&a=1");
+  r.query.clear();
+  CHECK(upstreamTarget(u, r) == "/base/foo/?k=v");
+  r.raw_path = "/a%2Fb";
+  u = {};
+  CHECK(upstreamTarget(u, r) == "/a%2Fb");
+}
+
+TEST_CASE("request head toward the origin: hop-by-hop removed, forwarding headers replaced") {
+  config::Config c = sampleConfig();
+  Request r = sampleRequest();
+  std::string out;
+  buildUpstreamRequestHead(r, c, out);
+  CHECK(out.rfind("GET /p/a%20b?q=1 HTTP/1.1\r\n", 0) == 0);
+  CHECK(hasLine(out, "Host: concert.example"));
+  CHECK(hasLine(out, "User-Agent: ua"));
+  CHECK(hasLine(out, "Accept: */*"));
+  for (const char* gone : {"Connection", "X-Hop", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Trailer",
+                           "Upgrade", "Forwarded", "X-Forwarded-Port", "Content-Length", "Transfer-Encoding",
+                           "Cookie"})
+    CHECK_MESSAGE(!hasName(out, gone), gone);
+  CHECK(hasLine(out, "TE: trailers"));
+  CHECK(hasLine(out, "X-Forwarded-For: 10.1.2.3"));
+  CHECK(hasLine(out, "X-Forwarded-Host: concert.example"));
+  CHECK(hasLine(out, "X-Forwarded-Proto: http"));
+  CHECK_FALSE(hasLine(out, "X-Forwarded-For: 6.6.6.6"));
+  CHECK(out.substr(out.size() - 4) == "\r\n\r\n");
+}
+
+TEST_CASE("request head: Host rewrite, framing, upgrade") {
+  config::Config c = sampleConfig();
+  c.preserve_host = false;
+  Request r = sampleRequest();
+  r.method = "POST";
+  r.content_length = 12;
+  r.headers.push_back({"Content-Length", "12"});
+  r.headers.push_back({"Expect", "100-continue"});
+  std::string out;
+  buildUpstreamRequestHead(r, c, out);
+  CHECK(hasLine(out, "Host: 127.0.0.1:3000"));
+  CHECK(hasLine(out, "X-Forwarded-Host: concert.example"));
+  CHECK(hasLine(out, "Content-Length: 12"));
+  CHECK_FALSE(hasName(out, "Expect"));
+
+  Request chunked = sampleRequest();
+  chunked.chunked = true;
+  chunked.headers.push_back({"Transfer-Encoding", "chunked"});
+  out.clear();
+  buildUpstreamRequestHead(chunked, c, out);
+  CHECK(hasLine(out, "Transfer-Encoding: chunked"));
+  CHECK_FALSE(hasName(out, "Content-Length"));
+
+  Request ws;
+  ws.method = "GET";
+  ws.raw_path = "/ws";
+  ws.peer_ip = "127.0.0.1";
+  ws.upgrade = true;
+  ws.headers = {{"Host", "h"}, {"Connection", "Upgrade"}, {"Upgrade", "websocket"}, {"Sec-WebSocket-Key", "k"}};
+  out.clear();
+  buildUpstreamRequestHead(ws, c, out);
+  CHECK(hasLine(out, "Connection: Upgrade"));
+  CHECK(hasLine(out, "Upgrade: websocket"));
+  CHECK(hasLine(out, "Sec-WebSocket-Key: k"));
+
+  Request tls = sampleRequest();
+  tls.tls = true;
+  out.clear();
+  buildUpstreamRequestHead(tls, c, out);
+  CHECK(hasLine(out, "X-Forwarded-Proto: https"));
+}
+
+TEST_CASE("request head: no Cookie header is invented") {
+  config::Config c = sampleConfig();
+  Request r = sampleRequest();
+  std::string out;
+  buildUpstreamRequestHead(r, c, out);
+  CHECK_FALSE(hasName(out, "Cookie"));
+}
+
+TEST_CASE("response head toward the client") {
+  Request get;
+  get.method = "GET";
+  get.http_minor = 1;
+  ResponseHead origin;
+  origin.status = 200;
+  origin.content_length = 5;
+  origin.headers = {{"Content-Type", "text/plain"}, {"Content-Length", "5"}, {"Connection", "keep-alive, X-Private"},
+                    {"X-Private", "1"}, {"Keep-Alive", "timeout=4"}, {"Set-Cookie", "a=1"}, {"Set-Cookie", "b=2"},
+                    {"Date", "Mon, 30 Nov 2026 03:00:00 GMT"}};
+  CHECK(chooseClientFraming(origin, get) == ClientFraming::Length);
+  std::string out;
+  Headers extra = {{"Set-Cookie", "concert_admit=x; Path=/"}};
+  buildClientResponseHead(origin, get, ClientFraming::Length, false, extra, out);
+  CHECK(out.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(hasLine(out, "Content-Length: 5"));
+  CHECK(hasLine(out, "Set-Cookie: a=1"));
+  CHECK(hasLine(out, "Set-Cookie: b=2"));
+  CHECK(hasLine(out, "Set-Cookie: concert_admit=x; Path=/"));
+  CHECK(hasLine(out, "Date: Mon, 30 Nov 2026 03:00:00 GMT"));
+  CHECK_FALSE(hasName(out, "X-Private"));
+  CHECK_FALSE(hasName(out, "Keep-Alive"));
+  CHECK_FALSE(hasName(out, "Connection"));
+
+  ResponseHead stream;
+  stream.status = 200;
+  stream.chunked = true;
+  stream.transfer_encoding = true;
+  stream.headers = {{"Transfer-Encoding", "chunked"}};
+  CHECK(chooseClientFraming(stream, get) == ClientFraming::Chunked);
+  Request old = get;
+  old.http_minor = 0;
+  CHECK(chooseClientFraming(stream, old) == ClientFraming::Close);
+  out.clear();
+  buildClientResponseHead(stream, old, ClientFraming::Close, true, {}, out);
+  CHECK_FALSE(hasName(out, "Transfer-Encoding"));
+  CHECK_FALSE(hasName(out, "Content-Length"));
+  CHECK(hasLine(out, "Connection: close"));
+  CHECK(hasName(out, "Date"));
+
+  Request head = get;
+  head.method = "HEAD";
+  CHECK(chooseClientFraming(origin, head) == ClientFraming::None);
+  out.clear();
+  buildClientResponseHead(origin, head, ClientFraming::None, false, {}, out);
+  CHECK(hasLine(out, "Content-Length: 5"));
+
+  ResponseHead nc;
+  nc.status = 204;
+  nc.content_length = 0;
+  CHECK(chooseClientFraming(nc, get) == ClientFraming::None);
+  out.clear();
+  buildClientResponseHead(nc, get, ClientFraming::None, false, {}, out);
+  CHECK_FALSE(hasName(out, "Content-Length"));
+
+  ResponseHead up;
+  up.status = 101;
+  up.headers = {{"Connection", "Upgrade"}, {"Upgrade", "websocket"}, {"Sec-WebSocket-Accept", "abc"}};
+  out.clear();
+  buildClientResponseHead(up, get, ClientFraming::None, false, {}, out);
+  CHECK(out.rfind("HTTP/1.1 101 Switching Protocols\r\n", 0) == 0);
+  CHECK(hasLine(out, "Connection: Upgrade"));
+  CHECK(hasLine(out, "Upgrade: websocket"));
+  CHECK(hasLine(out, "Sec-WebSocket-Accept: abc"));
+}
+
+TEST_CASE("access log line: combined format, time, outcome, escaping") {
+  Request r;
+  r.method = "GET";
+  r.target = "/p?q=1";
+  r.peer_ip = "127.0.0.1";
+  r.headers = {{"Referer", "http://r/"}, {"User-Agent", "curl \"8\""}};
+  std::string out;
+  formatAccessLine(out, r, 200, 1234, 0.0012, Outcome::Admitted, 0);
+  CHECK(out.find("127.0.0.1 - - [") == 0);
+  CHECK(out.find("] \"GET /p?q=1 HTTP/1.1\" 200 1234 \"http://r/\" \"curl \\x228\\x22\" 0.001 admitted\n") !=
+        std::string::npos);
+  out.clear();
+  Request bare;
+  bare.method = "POST";
+  bare.target = "/x";
+  bare.http_minor = 0;
+  bare.peer_ip = "::1";
+  formatAccessLine(out, bare, 429, 0, 1.5, Outcome::Queued, 0);
+  CHECK(out.find("\"POST /x HTTP/1.0\" 429 0 \"-\" \"-\" 1.500 queued\n") != std::string::npos);
+  CHECK(std::string(outcomeName(Outcome::Bypass)) == "bypass");
+  CHECK(std::string(outcomeName(Outcome::Local)) == "local");
+  CHECK(std::string(outcomeName(Outcome::Rejected)) == "rejected");
+}

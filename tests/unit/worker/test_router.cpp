@@ -1,0 +1,105 @@
+// The routing table (contract §4.3, reference §2.1) and the request header helpers.
+#include <doctest/doctest.h>
+
+#include "config/config.h"
+#include "worker/request.h"
+#include "worker/router.h"
+
+using namespace concert;
+using namespace concert::worker;
+
+namespace {
+
+config::PathRule exact(const char* p) { return {p, false}; }
+config::PathRule prefix(const char* p) { return {p, true}; }
+
+config::Config routedConfig() {
+  config::Config c;
+  c.bypass = {exact("/favicon.ico"), prefix("/webhooks/")};
+  c.assets = {prefix("/static/"), exact("/app.js")};
+  c.asset_public = {prefix("/public/")};
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("reserved paths route to local handlers with their methods") {
+  config::Config c = routedConfig();
+  CHECK(route(c, "GET", "/queue/status") == Route::QueueStatus);
+  CHECK(route(c, "HEAD", "/queue/status") == Route::QueueStatus);
+  CHECK(route(c, "OPTIONS", "/queue/status") == Route::QueueStatus);
+  CHECK(route(c, "GET", "/_room/healthz") == Route::Healthz);
+  CHECK(route(c, "HEAD", "/_room/healthz") == Route::Healthz);
+  CHECK(route(c, "GET", "/_room/stats") == Route::Stats);
+  CHECK(route(c, "HEAD", "/_room/stats") == Route::Stats);
+  CHECK(route(c, "POST", "/_room/cap") == Route::Cap);
+}
+
+TEST_CASE("a reserved path with another method is 405, with the right Allow") {
+  config::Config c = routedConfig();
+  CHECK(route(c, "POST", "/_room/stats") == Route::MethodNotAllowed);
+  CHECK(route(c, "DELETE", "/_room/healthz") == Route::MethodNotAllowed);
+  CHECK(route(c, "GET", "/_room/cap") == Route::MethodNotAllowed);
+  CHECK(route(c, "POST", "/queue/status") == Route::MethodNotAllowed);
+  CHECK(allowedMethods("/_room/stats") == "GET, HEAD");
+  CHECK(allowedMethods("/_room/healthz") == "GET, HEAD");
+  CHECK(allowedMethods("/_room/cap") == "POST");
+  CHECK(allowedMethods("/queue/status") == "GET, HEAD, OPTIONS");
+  CHECK(allowedMethods("/other") == "");
+}
+
+TEST_CASE("reserved paths match exactly: trailing slash and subpaths are pages") {
+  config::Config c = routedConfig();
+  CHECK(route(c, "GET", "/_room/stats/") == Route::Page);
+  CHECK(route(c, "POST", "/_room/stats/") == Route::Page);
+  CHECK(route(c, "GET", "/_room/other") == Route::Page);
+  CHECK(route(c, "GET", "/_room") == Route::Page);
+  CHECK(route(c, "GET", "/queue/status/") == Route::Page);
+  CHECK(route(c, "GET", "/Queue/Status") == Route::Page);
+  CHECK(route(c, "GET", "/foo/") == Route::Page);
+}
+
+TEST_CASE("bypass, assets and public assets, any method, in that order") {
+  config::Config c = routedConfig();
+  CHECK(route(c, "GET", "/favicon.ico") == Route::Bypass);
+  CHECK(route(c, "POST", "/webhooks/stripe") == Route::Bypass);
+  CHECK(route(c, "GET", "/webhooks/paypal/ipn") == Route::Bypass);
+  CHECK(route(c, "GET", "/webhooks") == Route::Page);  // a prefix rule does not match its bare name
+  CHECK(route(c, "GET", "/webhooksfoo") == Route::Page);
+  CHECK(route(c, "GET", "/static/a.css") == Route::PrivateAsset);
+  CHECK(route(c, "PUT", "/static/") == Route::PrivateAsset);
+  CHECK(route(c, "GET", "/static") == Route::Page);
+  CHECK(route(c, "GET", "/app.js") == Route::PrivateAsset);
+  CHECK(route(c, "GET", "/app.js/") == Route::Page);
+  CHECK(route(c, "GET", "/public/logo.png") == Route::PublicAsset);
+  CHECK(route(c, "GET", "/") == Route::Page);
+  CHECK(route(c, "GET", "/anything/else") == Route::Page);
+
+  config::Config both;  // the loader forbids overlaps, but the order is still bypass first
+  both.bypass = {exact("/x")};
+  both.assets = {exact("/x")};
+  CHECK(route(both, "GET", "/x") == Route::Bypass);
+}
+
+TEST_CASE("routing sees the decoded path only") {
+  config::Config c = routedConfig();
+  CHECK(route(c, "GET", "/static/a b.css") == Route::PrivateAsset);
+  CHECK(route(c, "GET", "/_room/healthz") == Route::Healthz);
+}
+
+TEST_CASE("header helpers are case-insensitive and keep order") {
+  Headers h = {{"Content-Type", "text/html"}, {"accept", "text/html"}, {"ACCEPT", "*/*"}, {"X-Empty", ""}};
+  CHECK(equalsIgnoreCase("Content-Length", "content-length"));
+  CHECK_FALSE(equalsIgnoreCase("Content-Length", "content-lengt"));
+  CHECK(findHeader(h, "content-type") == "text/html");
+  CHECK(findHeader(h, "Accept") == "text/html");
+  CHECK(findHeader(h, "missing") == "");
+  CHECK(hasHeader(h, "x-empty"));
+  CHECK_FALSE(hasHeader(h, "x-missing"));
+  CHECK(joinHeader(h, "accept") == "text/html,*/*");
+  CHECK(joinHeader(h, "accept", "; ") == "text/html; */*");
+  CHECK(joinHeader(h, "missing") == "");
+  Request r;
+  r.headers = h;
+  CHECK(r.header("CONTENT-TYPE") == "text/html");
+}
