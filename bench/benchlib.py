@@ -209,11 +209,11 @@ def descendants(root):
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
+    out, pending = [], [root]
+    while pending:
+        pid = pending.pop()
         out.append(pid)
-        todo.extend(children.get(pid, []))
+        pending.extend(children.get(pid, []))
     return out
 
 

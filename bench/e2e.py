@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
@@ -233,16 +234,16 @@ def report(args, results, notes, pin):
     out = []
     out.append("# End-to-end proxy comparison — %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"))
     out.append("")
-    out.append("Machine: %s CPUs, %s, kernel %s. Pinning: %s." % (m["nproc"], m["model"], m["kernel"],
+    out.append("* Machine: %s CPUs, %s, kernel %s. Pinning: %s." % (m["nproc"], m["model"], m["kernel"],
                                                                  pin.describe()))
-    out.append("Tools: %s; %s; %s; %s." % (
+    out.append("* Tools: %s; %s; %s; %s." % (
         benchlib.tool_version(["nginx", "-v"]), benchlib.tool_version(["haproxy", "-v"]),
         benchlib.tool_version(["wrk", "-v"]),
         benchlib.tool_version([args.concert, "-version"]) if benchlib.concert_usable(args.concert)
         else "concert unavailable"))
-    out.append("Load: `wrk -t%d -c%d -d%ds --latency` after a %ds warm-up; every proxy 1 worker/thread; origin "
+    out.append("* Load: `wrk -t%d -c%d -d%ds --latency` after a %ds warm-up; every proxy 1 worker/thread; origin "
                "nginx 1 worker serving a 1 KB file." % (args.threads, args.connections, args.duration, args.warmup))
-    out.append("System load average (1 min) before / after the run: %s / %s (2 CPUs: anything well above 2 "
+    out.append("* System load average (1 min) before / after the run: %s / %s (2 CPUs: anything well above 2 "
                "means other work competed with the benchmark)." % (args.load_before, benchlib.load_average()))
     out.append("")
     if results["proxy"]:

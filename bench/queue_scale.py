@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
@@ -279,7 +280,7 @@ def run_one(args, n, tmp, procs, pin):
             poll = {"wrk": wrk, "rate": wrk["requests"] / secs if secs else 0, "target": target_rate,
                     "conns": conns, "delay_ms": delay_ms,
                     "cpu_us": (c1 - c0) * 1e6 / wrk["requests"] if wrk["requests"] else None,
-                    "rss": rss2, "pss": pss2, "util": (c1 - c0) / wall,
+                    "rss": rss2, "pss": pss2, "util": (c1 - c0) / secs if secs else 0.0,
                     "others": max(0.0, (b1 - b0) - (c1 - c0)) / wall if cpu is not None else None}
         seg_kib, seg_src = segment_kib(benchlib.read_text(log_path), proc.pid)
         procs.stop(proc)
@@ -300,10 +301,10 @@ def mib(kib):
 def report(args, results, pin):
     m = benchlib.machine_description()
     out = ["# Queue scale — %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "",
-           "Machine: %s CPUs, %s, kernel %s. Pinning: %s." % (m["nproc"], m["model"], m["kernel"], pin.describe()),
-           "Concert -cap 1 -max-queue 0 -workers %d, one parked request; each visitor polls /queue/status every "
+           "* Machine: %s CPUs, %s, kernel %s. Pinning: %s." % (m["nproc"], m["model"], m["kernel"], pin.describe()),
+           "* Concert -cap 1 -max-queue 0 -workers %d, one parked request; each visitor polls /queue/status every "
            "%.2f s for %d s (wrk -t%d, paced)." % (args.workers, args.interval, args.poll_seconds, args.threads),
-           "System load average (1 min) before / after: %s / %s." % (args.load_before, benchlib.load_average()), ""]
+           "* System load average (1 min) before / after: %s / %s." % (args.load_before, benchlib.load_average()), ""]
     head = ["waiting visitors", "joined/s", "polls/s (target)", "CPU µs/poll", "Concert CPU %",
             "others on its CPU %", "p50 ms", "p99 ms",
             "poll errors", "RSS master+workers MiB", "PSS MiB (before → after)", "segment MiB",

@@ -76,6 +76,11 @@ def main():
     args = p.parse_args()
 
     if not os.access(args.concert, os.X_OK):
+        # meson may leave the binary in the build directory's src/ rather than at its top.
+        nested = os.path.join(os.path.dirname(args.concert), "src", os.path.basename(args.concert))
+        if os.access(nested, os.X_OK):
+            args.concert = nested
+    if not os.access(args.concert, os.X_OK):
         sys.exit("demo: %s is not an executable (run `make` first)" % args.concert)
     if not os.path.isfile(args.config):
         sys.exit("demo: configuration file %s not found" % args.config)

@@ -4,19 +4,34 @@
 usage: embed.py OUTPUT.cpp waiting_room.html queue_full.html
 
 Writes a C++ file defining the std::string_view constants declared in
-src/worker/pages.h. The bytes are emitted as a char array, so any page
-content (quotes, backslashes, non-ASCII) survives exactly.
+src/worker/pages.h. The bytes are emitted as escaped string literals, so any
+page content (quotes, backslashes, non-ASCII) survives exactly.
 """
 import sys
 
 NAMES = ["kWaitingRoomHtml", "kQueueFullHtml"]
 
 
-def array(name, data):
-    lines = []
-    for i in range(0, len(data), 20):
-        lines.append("    " + ", ".join(str(b if b < 128 else b - 256) for b in data[i:i + 20]) + ",")
-    return "const char %sData[] = {\n%s\n    0};\n" % (name, "\n".join(lines))
+def literal(name, data):
+    """A char array initialised from string literals, one per source line.
+    Bytes outside printable ASCII become three-digit octal escapes, which can
+    never run into a following digit, and the result is the same whether
+    char is signed or not."""
+    pieces = []
+    for line in data.splitlines(keepends=True):
+        out = []
+        for b in line:
+            c = chr(b)
+            if c in '"\\':
+                out.append("\\" + c)
+            elif 0x20 <= b < 0x7F:
+                out.append(c)
+            else:
+                out.append("\\%03o" % b)
+        pieces.append('    "%s"' % "".join(out))
+    if not pieces:
+        pieces.append('    ""')
+    return "const char %sData[] =\n%s;\n" % (name, "\n".join(pieces))
 
 
 def main():
@@ -31,7 +46,7 @@ def main():
              '#include "worker/pages.h"\n\n',
              "namespace concert::worker {\nnamespace {\n"]
     for name, data in zip(NAMES, contents):
-        parts.append(array(name, data))
+        parts.append(literal(name, data))
     parts.append("}  // namespace\n\n")
     for name, data in zip(NAMES, contents):
         parts.append("const std::string_view %s(%sData, %d);\n" % (name, name, len(data)))

@@ -39,7 +39,8 @@ namespace concert::config {
 namespace {
 
 constexpr size_t kMinSecretBytes = 32;
-constexpr Millis kRoomDefaultTtl = 5 * 60 * 1000;
+// What 0 means for -reaper and -token-ttl: the room library's default.
+constexpr Millis kRoomDefaultInterval = 5 * 60 * 1000;
 constexpr size_t kMaxHtmlBytes = 4 << 20;
 
 // One value offered for a setting by one source. `label` starts every
@@ -207,8 +208,9 @@ std::vector<std::string> applyText(const Setting& s, std::string_view text, Conf
 
 // Where the command line asked us to go, plus the settings it set.
 struct CommandLine {
-  Action action = Action::Run;
+  Action action = Action::Run;  // Version or Help once seen, else Run or TestConfig
   bool version_or_help = false;
+  bool test_config = false;
   std::string config_file;
   std::optional<std::string> config_file_label;
   std::vector<std::optional<Offer>> offers;  // indexed like settings()
@@ -275,7 +277,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
         continue;
       }
       if (name == "t" || name == "test-config") {
-        cl.action = on ? Action::TestConfig : Action::Run;
+        cl.test_config = on;
         continue;
       }
       value = on ? "true" : "false";
@@ -294,6 +296,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     size_t index = static_cast<size_t>(setting - settings().data());
     cl.offers[index] = Offer{*value, label};  // the last occurrence wins, as with Go's flag package
   }
+  if (!cl.version_or_help) cl.action = cl.test_config ? Action::TestConfig : Action::Run;
   return cl;
 }
 
@@ -509,8 +512,9 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     auto it = env.find(std::string(s.env));
     if (it != env.end() && !it->second.empty()) offers[i].by_source[kEnv] = Offer{it->second, std::string(s.env) + " (env)"};
   }
-  for (const auto& [name, value] : env) {
-    if (name.rfind("CONCERT_", 0) != 0 || value.empty()) continue;
+  for (const auto& variable : env) {
+    const std::string& name = variable.first;
+    if (name.rfind("CONCERT_", 0) != 0 || variable.second.empty()) continue;
     bool known = std::any_of(settings().begin(), settings().end(), [&](const Setting& s) { return s.env == name; }) ||
                  std::any_of(secrets().begin(), secrets().end(), [&](const Secret& s) { return s.env == name; });
     if (!known) result.warnings.push_back(name + " (env): not a concert setting; ignored");
@@ -555,8 +559,8 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
 
   // Derived values, as the original computes them.
   if (config->retry_after < 1) config->retry_after = 1;
-  if (config->reaper == 0) config->reaper = kRoomDefaultTtl;
-  if (config->token_ttl == 0) config->token_ttl = kRoomDefaultTtl;
+  if (config->reaper == 0) config->reaper = kRoomDefaultInterval;
+  if (config->token_ttl == 0) config->token_ttl = kRoomDefaultInterval;
   config->asset_cap_derived = config->asset_cap == 0;
   if (config->asset_cap_derived) {
     int64_t derived = int64_t{config->cap} * config->asset_user_cap_h2;

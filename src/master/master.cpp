@@ -306,6 +306,8 @@ bool Master::checkAccessLog(const config::Config& config, std::string* error) co
 }
 
 void Master::shutDown() {
+  // Worded like the original's failed shutdown, which runbooks grep for.
+  if (exit_code_ != 0) LOG_ERROR("shutdown: context deadline exceeded (not every worker finished cleanly)");
   LOG_INFO("stopped");
   pid_file_.remove();
   closeListeners(&listeners_);

@@ -37,7 +37,10 @@ config::ConfigPtr mergeReloadedConfig(const config::Config& running, const confi
       notes->push_back("reload: " + std::string(setting.name) + " changed; restart required to grow beyond " +
                        std::to_string(worker_slots / 2) + ", keeping " + shown(before));
     } else {
-      notes->push_back("reload: " + std::string(setting.name) + " changed; restart required, keeping " + shown(before));
+      // A derived asset cap moves with -cap; say so, or the note looks spurious.
+      bool derived = setting.name == "asset-cap" && running.asset_cap_derived;
+      notes->push_back("reload: " + std::string(setting.name) + " changed; restart required, keeping " + shown(before) +
+                       (derived ? " (derived from cap x asset-user-cap-h2)" : ""));
     }
     restoreRunning(setting, running, merged.get());
   }

@@ -39,7 +39,7 @@ namespace {
 
 constexpr uint32_t kMaxProbe = 128;
 constexpr uint32_t kNotFound = 0xffffffffu;
-constexpr int kLockSpins = 1 << 16;
+constexpr int kLockSpins = 1 << 14;  // a few ms of yields: a preempted holder, not a dead one
 constexpr int kAcquireTries = 8;
 
 struct PassKey {

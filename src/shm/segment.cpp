@@ -348,17 +348,14 @@ void Segment::wake(Resource r) {
 
 // ---------------------------------------------------------------- worker slots
 void Segment::slotStarted(WorkerSlot slot, int pid, uint32_t generation, Millis now) {
+  // The ledger (page / asset counters, waiting mask) is already zero: the
+  // segment starts that way and reclaimDeadWorker zeroes it before a slot is
+  // reused. It must not be reset here: the master calls this after fork(),
+  // when the new worker may already hold a slot.
   SlotRecord& record = impl_->layout.slots[slot];
-  record.page.store(0, std::memory_order_seq_cst);
-  record.asset.store(0, std::memory_order_seq_cst);
-  record.waiting_mask.store(0, std::memory_order_seq_cst);
   record.heartbeat.store(now, std::memory_order_seq_cst);
   record.generation.store(generation, std::memory_order_seq_cst);
   record.pid.store(pid, std::memory_order_seq_cst);
-  // A wake-up meant for the slot's previous worker must not reach the new one.
-  uint64_t drained;
-  while (read(impl_->eventfds[slot], &drained, sizeof(drained)) > 0) {
-  }
 }
 
 void Segment::heartbeat(WorkerSlot slot, Millis now) {
@@ -386,6 +383,10 @@ ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
   report.tickets_finished = impl.reclaimTickets(slot);
   report.pass_holds = impl.reclaimPasses(slot);
   record.waiting_mask.store(0, std::memory_order_seq_cst);
+  // A wake-up meant for the dead worker must not reach the slot's next one.
+  uint64_t drained;
+  while (read(impl.eventfds[slot], &drained, sizeof(drained)) > 0) {
+  }
   record.pid.store(0, std::memory_order_seq_cst);
   const int64_t total = report.total();
   if (total > 0) impl.counter(Counter::SlotsReclaimedTotal).fetch_add(static_cast<uint64_t>(total));

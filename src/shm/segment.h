@@ -221,6 +221,10 @@ class Segment {
 
   // ------------------------------------------------ worker slots (master writes)
   // Master: mark `slot` as running `pid` for `generation` (fresh ledger).
+  // The ledger is not reset here: it is zero from create() and from
+  // reclaimDeadWorker(), which must run after every exit of a slot's
+  // process (graceful or not) before the slot is reused. So this may be
+  // called by the master after fork() or by the new worker itself.
   void slotStarted(WorkerSlot slot, int pid, uint32_t generation, Millis now);
   // Worker: heartbeat; master reads it in the janitor.
   void heartbeat(WorkerSlot slot, Millis now);

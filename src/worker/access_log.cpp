@@ -106,7 +106,7 @@ bool AccessLog::reopen() {
   if (!enabled_) return true;
   flush();
   if (fd_ == STDOUT_FILENO) return true;
-  return open(enabled_, path_);
+  return open(enabled_, path_);  // on failure the previous descriptor (if any) stays in use
 }
 
 void AccessLog::record(const Request& request, int status, uint64_t bytes, double seconds, Outcome outcome,
@@ -117,7 +117,7 @@ void AccessLog::record(const Request& request, int status, uint64_t bytes, doubl
 }
 
 void AccessLog::flush() {
-  if (buffer_.empty() || fd_ < 0) {
+  if (buffer_.empty() || fd_ < 0) {  // fd_ < 0: the file could not be opened; lines are dropped
     buffer_.clear();
     return;
   }

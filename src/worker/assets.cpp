@@ -65,8 +65,11 @@ class AssetGuard final : public RequestGuard {
       segment().count(shm::Counter::AssetUserThrottledTotal);
       r = emptyResponse(429, 1);
     } else {
-      if (state_ == State::WaitingGlobal) ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
-      segment().count(shm::Counter::AssetGlobalThrottledTotal);
+      // Only a parked request has a deadline; WaitingGlobal is the other case.
+      if (state_ == State::WaitingGlobal) {
+        ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+        segment().count(shm::Counter::AssetGlobalThrottledTotal);
+      }
       r = emptyResponse(503, 1);
     }
     // Give back the pass hold now rather than at release: the response is final.

@@ -468,7 +468,7 @@ void ClientConnection::startClosing() {
     state_ = State::Closing;
     bufferevent_disable(bev_, EV_READ);
     bufferevent_setwatermark(bev_, EV_WRITE, 0, 0);
-    armHeadTimer(kHeadTimeout);  // a client that never reads its answer is not waited for forever
+    armHeadTimer(kFlushTimeout);  // a client that never reads its answer is not waited for forever
   }
   if (evbuffer_get_length(out) > 0) return;  // onClientWrite calls back when flushed
   // Lingering close: stop sending, keep reading (and dropping) briefly so a

@@ -45,6 +45,7 @@ constexpr size_t kLowWater = 64 * 1024;
 constexpr Millis kHeadTimeout = 10'000;
 constexpr Millis kIdleTimeout = 120'000;
 constexpr Millis kLingerTimeout = 2'000;
+constexpr Millis kFlushTimeout = 60'000;  // a closing connection's last bytes
 constexpr size_t kMaxCapBody = 64 * 1024;
 
 class ClientConnection {
@@ -151,6 +152,7 @@ class ClientConnection {
   ClientFraming client_framing_ = ClientFraming::None;
   int64_t up_remaining_ = 0;
   bool retried_ = false;
+  size_t dial_failures_ = 0;
   bool close_after_response_ = false;
   bool upstream_paused_ = false;
   bool response_started_ = false;

@@ -195,6 +195,7 @@ void ClientConnection::startProxy() {
   response_started_ = false;
   upstream_paused_ = false;
   close_after_response_ = false;
+  dial_failures_ = 0;
   if (request_.expect_continue && !body_done_) {
     static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
     bufferevent_write(bev_, kContinue, sizeof kContinue - 1);
@@ -347,6 +348,17 @@ void ClientConnection::upstreamEvent(short events) {
     reason = "origin closed the connection";
   }
 
+  if (!response_started_ && !upstream_->connected && !upstream_->reused) {
+    // Connecting failed: the next resolved address (if any) gets a try, as
+    // long as no request byte is lost with this connection.
+    UpstreamPool& pool = worker_.upstreams();
+    pool.connectFailed(upstream_);
+    if (++dial_failures_ < pool.addressCount() && body_mode_ == BodyMode::None) {
+      dropUpstream(false);
+      if (connectUpstream(false)) armResponseTimer();
+      return;
+    }
+  }
   if (!response_started_) {
     // A kept-alive connection the origin closed before answering: the request
     // never reached it, so a bodiless request is retried once on a fresh one.
@@ -362,7 +374,9 @@ void ClientConnection::upstreamEvent(short events) {
   }
   LOG_ERROR("upstream error %s %s: %s after the response head", request_.method.c_str(), request_.path.c_str(),
             reason.c_str());
-  close();
+  // What was relayed is flushed, then the connection closes without the end
+  // of the body: the client sees the truncation in the framing.
+  endRequest(false);
 }
 
 void ClientConnection::upstreamFailed(int status, const std::string& reason) {
@@ -480,7 +494,7 @@ void ClientConnection::relayResponseBody() {
         evbuffer_drain(in, consumed);
         if (s == ParseStatus::Error) {
           LOG_ERROR("upstream error %s %s: malformed chunked body", request_.method.c_str(), request_.path.c_str());
-          close();
+          endRequest(false);
           return;
         }
         if (s == ParseStatus::BodyDone) {

@@ -1,4 +1,5 @@
-// The waiting room as a per-request guard, and GET /queue/status.
+// The waiting room as a per-request guard, GET /queue/status, and the
+// helpers the asset tier and ops endpoints share (room.h).
 //
 // The queue itself lives in shared memory (shm::Segment: ticket ring, page
 // semaphore, counters); this file is the HTTP face of it for one request:
@@ -7,10 +8,10 @@
 //     │  (known, waiting: render, 200 page/429 JSON) │
 //     │  (new arrival: issue → Ready)────────────────┤
 //     │  (issue → Queued: 200 page / 429 JSON)       ▼
-//     │  (issue → Breaker/RingFull: 503)        TakingSlot: tryAcquirePage
+//     │  (issue → Breaker/RingFull: 503)        tryAcquirePage
 //     ▼                                           │ ok            │ none (cap shrank, race)
 //   Done (responded)                            Holding      WaitingForSlot ──deadline──▶ 503
-//                                                   │              │ slot freed (eventfd)
+//     (concert_admit issued or slid on Proceed)     │              │ slot freed (eventfd)
 //                                                   ▼              ▼
 //                                      release(): page slot back, ticket finished
 //
@@ -314,6 +315,39 @@ std::unique_ptr<RequestGuard> makePageGuard(const WorkerContext& context) {
 }
 
 // ------------------------------------------------------------------ /queue/status
+namespace {
+
+// The smoothed utilization for status polls. The segment only exposes it
+// through snapshot(), which also counts the pass table (a scan); with many
+// visitors polling every ~3 s that would dominate a poll. Each worker keeps
+// the value for up to a second instead: it is an EWMA already, so a second of
+// staleness changes nothing a visitor can see.
+struct UtilizationCache {
+  const shm::Segment* segment = nullptr;
+  Millis at = 0;
+  double value = 0;
+};
+
+UtilizationCache& utilizationCache() {
+  static UtilizationCache cache;
+  return cache;
+}
+
+double cachedUtilization(const shm::Segment& segment, Millis now) {
+  constexpr Millis kRefresh = 1000;
+  UtilizationCache& cache = utilizationCache();
+  if (cache.segment != &segment || now - cache.at >= kRefresh || now < cache.at) {
+    cache.segment = &segment;
+    cache.at = now;
+    cache.value = segment.snapshot().utilization;
+  }
+  return cache.value;
+}
+
+}  // namespace
+
+void resetUtilizationCache() { utilizationCache() = UtilizationCache{}; }
+
 
 LocalResponse handleQueueStatus(const WorkerContext& context, const Request& request, Millis now) {
   const config::Config& config = *context.config;
@@ -358,7 +392,7 @@ LocalResponse handleQueueStatus(const WorkerContext& context, const Request& req
   common::JsonObject body;
   body.add("ready", false);
   if (view.position != 0) body.add("position", view.position);
-  double utilization = context.segment->snapshot().utilization;
+  double utilization = cachedUtilization(*context.segment, now);
   if (utilization != 0) body.add("utilization", utilization);
   if (config.rate > 0) {
     double rate_per_pos = config.rate + static_cast<double>(context.segment->queueDepth()) * config.surge;

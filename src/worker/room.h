@@ -34,6 +34,11 @@ LocalResponse roomFullResponse(const config::Config& config, const Request& requ
 // An empty-bodied response with an optional Retry-After (asset tier, ops).
 LocalResponse emptyResponse(int status, int retry_after = 0);
 
+// /queue/status reads the smoothed utilization through a per-process cache
+// refreshed at most once a second. A process that builds a new segment
+// (the unit tests) forgets the old value with this.
+void resetUtilizationCache();
+
 // Parked requests of this worker, per resource. The segment's waiting flag is
 // one bit per (slot, resource), but a worker may park many requests on the
 // same resource: the flag is raised by the first park and lowered by the

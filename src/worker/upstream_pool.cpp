@@ -34,17 +34,20 @@ bool UpstreamPool::init(std::string* error) {
   if (upstream_.https && !ssl_ctx_) {
     ssl_ctx_ = SSL_CTX_new(TLS_client_method());
     if (!ssl_ctx_) {
-      *error = "cannot create TLS context";
+      error->assign("cannot create TLS context");
       return false;
     }
     SSL_CTX_set_default_verify_paths(ssl_ctx_);
     SSL_CTX_set_verify(ssl_ctx_, SSL_VERIFY_PEER, nullptr);
     SSL_CTX_set_min_proto_version(ssl_ctx_, TLS1_2_VERSION);
   }
-  return resolve(error);
+  if (resolve(error)) return true;
+  resolve_error_ = *error;
+  return false;
 }
 
 bool UpstreamPool::resolve(std::string* error) {
+  last_resolve_ = monotonicMs();
   in6_addr probe6;
   in_addr probe4;
   host_is_ip_ = inet_pton(AF_INET, upstream_.host.c_str(), &probe4) == 1 ||
@@ -57,15 +60,19 @@ bool UpstreamPool::resolve(std::string* error) {
   std::string port = std::to_string(upstream_.port);
   int rc = getaddrinfo(upstream_.host.c_str(), port.c_str(), &hints, &res);
   if (rc != 0 || !res) {
-    *error = std::string("resolve ") + upstream_.host + ": " + gai_strerror(rc);
-    resolved_ = false;
+    error->assign("resolve ").append(upstream_.host).append(": ").append(gai_strerror(rc));
     return false;
   }
-  std::memcpy(&addr_, res->ai_addr, res->ai_addrlen);
-  addr_len_ = res->ai_addrlen;
+  addrs_.clear();
+  current_ = 0;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    Address a{};
+    std::memcpy(&a.addr, ai->ai_addr, ai->ai_addrlen);
+    a.len = ai->ai_addrlen;
+    addrs_.push_back(a);
+  }
   freeaddrinfo(res);
-  resolved_ = true;
-  return true;
+  return !addrs_.empty();
 }
 
 UpstreamConn* UpstreamPool::takeIdle() {
@@ -77,7 +84,21 @@ UpstreamConn* UpstreamPool::takeIdle() {
 }
 
 UpstreamConn* UpstreamPool::dial(std::string* error) {
-  if (!resolved_ && !resolve(error)) return nullptr;
+  // A failed start-up resolve is retried at most every kResolveRetry: the
+  // blocking lookup happens only while the name does not resolve at all
+  // (every request fails then anyway), never per request once it has.
+  if (addrs_.empty()) {
+    Millis now = monotonicMs();
+    if (now - last_resolve_ < kResolveRetry) {
+      *error = resolve_error_;
+      return nullptr;
+    }
+    last_resolve_ = now;
+    if (!resolve(error)) {
+      resolve_error_ = *error;
+      return nullptr;
+    }
+  }
   auto* conn = new UpstreamConn(this);
   if (upstream_.https) {
     SSL* ssl = SSL_new(ssl_ctx_);
@@ -106,8 +127,10 @@ UpstreamConn* UpstreamPool::dial(std::string* error) {
   }
   timeval dial_timeout{kDialTimeoutSeconds, 0};
   bufferevent_set_timeouts(conn->bev, &dial_timeout, &dial_timeout);
-  if (bufferevent_socket_connect(conn->bev, reinterpret_cast<sockaddr*>(&addr_), static_cast<int>(addr_len_)) < 0) {
-    *error = std::string("connect: ") + std::strerror(errno);
+  conn->address = current_ % addrs_.size();
+  Address& a = addrs_[conn->address];
+  if (bufferevent_socket_connect(conn->bev, reinterpret_cast<sockaddr*>(&a.addr), static_cast<int>(a.len)) < 0) {
+    error->assign("connect: ").append(std::strerror(errno));
     bufferevent_free(conn->bev);
     delete conn;
     return nullptr;
@@ -118,6 +141,10 @@ UpstreamConn* UpstreamPool::dial(std::string* error) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
   return conn;
+}
+
+void UpstreamPool::connectFailed(UpstreamConn* conn) {
+  if (!addrs_.empty() && conn->address == current_ % addrs_.size()) current_ = (current_ + 1) % addrs_.size();
 }
 
 void UpstreamPool::giveBack(UpstreamConn* conn) {

@@ -35,6 +35,7 @@ struct UpstreamConn {
   bufferevent* bev = nullptr;
   MessageParser parser;
   bool connected = false;  // TCP (and TLS) handshake done
+  size_t address = 0;      // index of the address dialled
   bool reused = false;     // taken from the idle pool for the current exchange
   Millis idle_since = 0;
 };
@@ -44,6 +45,7 @@ class UpstreamPool {
   static constexpr size_t kMaxIdle = 256;
   static constexpr Millis kIdleTimeout = 90'000;
   static constexpr int kDialTimeoutSeconds = 5;
+  static constexpr Millis kResolveRetry = 5'000;
 
   UpstreamPool(event_base* base, const config::Upstream& upstream);
   ~UpstreamPool();
@@ -66,6 +68,10 @@ class UpstreamPool {
   void discard(UpstreamConn* conn);
   void closeIdle();
   size_t idleCount() const { return idle_.size(); }
+  // The origin resolved to several addresses: a connect failure moves new
+  // dials to the next one (the caller may retry up to addressCount() times).
+  void connectFailed(UpstreamConn* conn);
+  size_t addressCount() const { return addrs_.size(); }
 
  private:
   static void onIdleEvent(bufferevent* bev, short events, void* arg);
@@ -76,9 +82,14 @@ class UpstreamPool {
 
   event_base* base_;
   const config::Upstream& upstream_;
-  sockaddr_storage addr_{};
-  socklen_t addr_len_ = 0;
-  bool resolved_ = false;
+  struct Address {
+    sockaddr_storage addr;
+    socklen_t len;
+  };
+  std::vector<Address> addrs_;
+  size_t current_ = 0;  // index of the address new dials use
+  Millis last_resolve_ = 0;
+  std::string resolve_error_;
   SSL_CTX* ssl_ctx_ = nullptr;
   bool host_is_ip_ = false;
   std::vector<UpstreamConn*> idle_;  // oldest first

@@ -22,6 +22,9 @@ namespace {
 
 constexpr Millis kRecheckMs = 250;
 constexpr Millis kFlushMs = 100;
+constexpr Millis kSignalEchoMs = 500;
+constexpr Millis kAcceptPauseMs = 100;
+constexpr Millis kAcceptWarnEveryMs = 10'000;
 
 timeval toTimeval(Millis ms) {
   timeval tv;
@@ -65,8 +68,9 @@ bool Worker::setUp() {
   }
   const config::Config& cfg = config();
   if (!access_log_.open(cfg.access_log, cfg.access_log_file)) {
-    LOG_ERROR("cannot open access log %s: %s", cfg.access_log_file.c_str(), std::strerror(errno));
-    return false;
+    // Serving without an access log beats a respawn loop; SIGUSR1 retries the open.
+    LOG_ERROR("cannot open access log %s: %s (access log off until SIGUSR1)", cfg.access_log_file.c_str(),
+              std::strerror(errno));
   }
   pool_ = std::make_unique<UpstreamPool>(base_, cfg.upstream);
   std::string error;
@@ -112,6 +116,8 @@ bool Worker::setUp() {
   events_.push_back(recheck_);
   grace_ = evtimer_new(base_, &Worker::onGrace, this);
   events_.push_back(grace_);
+  accept_pause_ = evtimer_new(base_, &Worker::onAcceptResume, this);
+  events_.push_back(accept_pause_);
   return true;
 }
 
@@ -149,11 +155,28 @@ void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, 
   }
 }
 
-void Worker::onAcceptError(evconnlistener*, void*) {
-  // EMFILE and friends: the connection stays in the backlog and is retried;
-  // log it so the operator sees why clients wait.
+void Worker::onAcceptError(evconnlistener*, void* arg) {
+  auto* w = static_cast<Worker*>(arg);
   int err = EVUTIL_SOCKET_ERROR();
-  if (err != EAGAIN && err != EINTR && err != ECONNABORTED) LOG_WARN("accept: %s", std::strerror(err));
+  if (err == EAGAIN || err == EINTR || err == ECONNABORTED) return;
+  // Out of descriptors (EMFILE, ENFILE) or memory: the connection stays in
+  // the backlog and the socket stays readable, so accepting again at once
+  // would spin. Pause accepting briefly (nginx does the same); connections
+  // that close meanwhile make room.
+  Millis now = monotonicMs();
+  if (now - w->accept_warned_ms_ >= kAcceptWarnEveryMs) {
+    LOG_WARN("accept: %s; pausing accepts for %lld ms", std::strerror(err), static_cast<long long>(kAcceptPauseMs));
+    w->accept_warned_ms_ = now;
+  }
+  for (evconnlistener* l : w->listeners_) evconnlistener_disable(l);
+  timeval tv = toTimeval(kAcceptPauseMs);
+  evtimer_add(w->accept_pause_, &tv);
+}
+
+void Worker::onAcceptResume(evutil_socket_t, short, void* arg) {
+  auto* w = static_cast<Worker*>(arg);
+  if (w->draining_) return;
+  for (evconnlistener* l : w->listeners_) evconnlistener_enable(l);
 }
 
 void Worker::connectionClosed(ClientConnection* connection) {
@@ -217,9 +240,14 @@ void Worker::onSignal(evutil_socket_t sig, short, void* arg) {
     log::reopenErrorLog();
     return;
   }
-  if (w->draining_) {  // a second stop signal: stop at once
-    w->exit_status_ = 1;
-    w->stopNow(1);
+  if (w->draining_) {
+    // A second stop signal stops at once, unless it is the echo of the first:
+    // Ctrl-C reaches every process of the group and the master then forwards
+    // its own SIGTERM a moment later.
+    if (monotonicMs() - w->drain_started_ms_ > kSignalEchoMs) {
+      w->exit_status_ = 1;
+      w->stopNow(1);
+    }
     return;
   }
   w->beginDrain(sig == SIGQUIT ? "SIGQUIT" : sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -244,6 +272,7 @@ void Worker::onGrace(evutil_socket_t, short, void* arg) {
 void Worker::beginDrain(const char* why) {
   if (draining_) return;
   draining_ = true;
+  drain_started_ms_ = monotonicMs();
   LOG_INFO("draining (%s): %zu connection(s) open", why, connections_.size());
   for (evconnlistener* l : listeners_) evconnlistener_disable(l);
   std::vector<ClientConnection*> all(connections_.begin(), connections_.end());

@@ -53,6 +53,7 @@ class Worker {
  private:
   static void onAccept(evconnlistener* listener, evutil_socket_t fd, sockaddr* addr, int len, void* arg);
   static void onAcceptError(evconnlistener* listener, void* arg);
+  static void onAcceptResume(evutil_socket_t, short, void* arg);
   static void onSignal(evutil_socket_t sig, short, void* arg);
   static void onTick(evutil_socket_t, short, void* arg);
   static void onWake(evutil_socket_t fd, short, void* arg);
@@ -72,11 +73,14 @@ class Worker {
   event* wake_ = nullptr;
   event* recheck_ = nullptr;
   event* grace_ = nullptr;
+  event* accept_pause_ = nullptr;
+  Millis accept_warned_ms_ = -1'000'000;
   std::unique_ptr<UpstreamPool> pool_;
   AccessLog access_log_;
   std::unordered_set<ClientConnection*> connections_;
   std::list<ClientConnection*> parked_;
   bool draining_ = false;
+  Millis drain_started_ms_ = 0;
   bool stopping_ = false;
   int exit_status_ = 0;
 };

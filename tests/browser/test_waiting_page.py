@@ -221,8 +221,10 @@ class WaitingPageTest(unittest.TestCase):
             message = wait_for(lambda: self.browser.evaluate(
                 "document.getElementById('status') && document.getElementById('status').textContent"),
                 timeout=10)
-            self.assertTrue(wait_for(lambda: "ookies are required" in (self.browser.evaluate(
+            self.assertTrue(wait_for(lambda: "allow cookies" in (self.browser.evaluate(
                 "document.getElementById('status').textContent") or ""), timeout=5), message)
+            self.assertEqual(self.browser.evaluate("document.getElementById('title').textContent"),
+                             "Cookies are required")
             self.assertEqual(self.browser.evaluate("document.cookie"), "")
             # Longer than one poll interval (3 s + up to 0.5 s): no poll may happen.
             time.sleep(4.5)

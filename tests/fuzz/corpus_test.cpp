@@ -21,6 +21,10 @@
 
 #include "fuzz_target.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -41,6 +45,10 @@ size_t replayCorpus(const char* target, Entry entry) {
     if (child == 0) {
       int rc = entry(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
       std::fflush(nullptr);
+#if defined(__SANITIZE_ADDRESS__)
+      // _exit skips LeakSanitizer's exit-time check; run it here.
+      if (__lsan_do_recoverable_leak_check() != 0) ::_exit(4);
+#endif
       ::_exit(rc == 0 ? 0 : 3);
     }
     int status = 0;

@@ -380,6 +380,7 @@ class TestStop(MasterTestCase):
         c.signal(signal.SIGTERM)
         rc = c.proc.wait(20)
         self.assertNotEqual(rc, 0, c.log())
+        self.assertIn("shutdown: context deadline exceeded", c.log())
 
     def test_second_signal_stops_at_once(self):
         c = self.concert(["-cap", "2", "-shutdown-grace", "60s"], workers=2)
@@ -483,7 +484,7 @@ class TestProcess(MasterTestCase):
 
     def test_sigusr1_reopens_error_log(self):
         log_file = os.path.join(self.tmp, "error.log")
-        c = Concert(["-upstream", self.origin.url, "-error-log", log_file], workers=1, wait=False)
+        c = Concert(["-upstream", self.origin.url, "-error-log", log_file], workers=1, wait=False, access_log=True)
         self.started.append(c)
         c.start()
 
@@ -496,8 +497,10 @@ class TestProcess(MasterTestCase):
                 return None
         c.port = wait_for(port, timeout=10)
         self.assertTrue(c.port, c.log())
+        self.assertTrue(wait_for(lambda: c.get("/before")[0] == 200 and os.path.exists(c.access_path)))
         rotated = log_file + ".1"
         os.rename(log_file, rotated)
+        os.rename(c.access_path, c.access_path + ".1")
         c.signal(signal.SIGUSR1)
         self.assertTrue(wait_for(lambda: os.path.exists(log_file), timeout=5))
 
@@ -507,6 +510,11 @@ class TestProcess(MasterTestCase):
         self.assertTrue(wait_for(lambda: "reopened log files" in read(log_file), timeout=5), read(rotated))
         self.assertNotIn("listening on", read(log_file))
         self.assertIn("listening on", read(rotated))
+        # The workers got the signal too: their access log starts a new file.
+        self.assertEqual(c.get("/after")[0], 200)
+        self.assertTrue(wait_for(lambda: os.path.exists(c.access_path) and "/after" in read(c.access_path),
+                                 timeout=10))
+        self.assertNotIn("/after", read(c.access_path + ".1"))
 
 
 class TestDocs(unittest.TestCase):

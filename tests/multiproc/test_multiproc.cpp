@@ -7,6 +7,7 @@
 // bounded; every child is killed by pid if the test gives up on it.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -371,5 +372,94 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
   }
   CHECK(seg->issue(kParentSlot, 0, 0).outcome == IssueOutcome::Queued);
   for (int i = 0; i < kAssetCap; ++i) CHECK(seg->tryAcquireAsset(kParentSlot));
+  dropBoard(board);
+}
+
+TEST_CASE("concurrent first requests of one pass create one entry and respect its cap") {
+  constexpr int kChildren = 4;
+  constexpr int kRounds = 50;
+  constexpr int32_t kPassCap = 2;
+  Geometry g = testGeometry();
+  g.pass_table_size = 1024;
+  auto seg = Segment::create(g, 10, 10);
+  Board* board = makeBoard();
+  std::vector<pid_t> pids;
+  for (int c = 0; c < kChildren; ++c) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      for (int round = 0; round < kRounds; ++round) {
+        uint8_t id[16] = {0x11, static_cast<uint8_t>(round), 0x22};
+        // Start together: everyone waits for the round's gate.
+        while (board->issued.load() < static_cast<uint64_t>(round)) sched_yield();
+        PassHold hold;
+        const PassAcquire r = seg->tryAcquirePass(id, PassProto::H2, kPassCap, static_cast<WorkerSlot>(c), 0, &hold);
+        if (r == PassAcquire::Acquired) raiseMax(board->max_pass, board->in_pass.fetch_add(1) + 1);
+        if (r == PassAcquire::TableFull) board->violations.fetch_add(1);
+        board->admitted.fetch_add(1);  // "arrived"
+        while (board->stop.load() <= round) sched_yield();  // hold until the parent has looked
+        if (r == PassAcquire::Acquired) {
+          board->in_pass.fetch_sub(1);
+          seg->releasePass(hold, static_cast<WorkerSlot>(c), 0);
+        }
+        board->paused.fetch_add(1);  // "released"
+      }
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    CAPTURE(round);
+    board->issued.store(static_cast<uint64_t>(round) + 1);  // open the gate
+    const Millis deadline = monotonicMs() + 20000;
+    while (board->admitted.load() < static_cast<uint64_t>((round + 1) * kChildren) && monotonicMs() < deadline)
+      sched_yield();
+    REQUIRE(board->admitted.load() == static_cast<uint64_t>((round + 1) * kChildren));
+    CHECK(board->in_pass.load() == kPassCap);  // exactly cap of the four got in
+    CHECK(seg->passUsers() == round + 1);      // one entry per pass
+    board->stop.store(round + 1);
+    while (board->paused.load() < (round + 1) * kChildren && monotonicMs() < deadline) sched_yield();
+    REQUIRE(board->paused.load() == (round + 1) * kChildren);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    CHECK(waitExit(pid, &status, 10));
+    CHECK(WIFEXITED(status));
+  }
+  CHECK(board->violations.load() == 0);
+  CHECK(board->max_pass.load() <= kPassCap);
+  CHECK(seg->sweepPasses(1 << 30, 1) == kRounds);
+  dropBoard(board);
+}
+
+TEST_CASE("a release in one process wakes a worker parked in another") {
+  auto seg = Segment::create(testGeometry(), 1, 1);
+  REQUIRE(seg->tryAcquirePage(0));
+  Board* board = makeBoard();
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The guard's protocol: register, retry once, then park on the eventfd.
+    seg->setWaiting(1, Resource::PageSlot, true);
+    if (!seg->tryAcquirePage(1)) {
+      pollfd p{seg->eventFd(1), POLLIN, 0};
+      board->paused.store(1);
+      if (::poll(&p, 1, 20000) != 1) _exit(2);
+      uint64_t n;
+      if (read(seg->eventFd(1), &n, sizeof(n)) != sizeof(n)) _exit(3);
+      if (!seg->tryAcquirePage(1)) _exit(4);
+    }
+    seg->setWaiting(1, Resource::PageSlot, false);
+    seg->releasePage(1);
+    _exit(0);
+  }
+  for (int i = 0; i < 2000000 && board->paused.load() == 0; ++i) sched_yield();
+  CHECK(board->paused.load() == 1);
+  seg->releasePage(0);
+  int status = 0;
+  CHECK(waitExit(pid, &status, 20));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(seg->pageOccupancy() == 0);
   dropBoard(board);
 }

@@ -12,6 +12,7 @@
 #include "worker/admission.h"
 #include "worker/context.h"
 #include "worker/cookies.h"
+#include "worker/room.h"
 
 namespace concert::test {
 
@@ -40,6 +41,7 @@ struct Room {
     context.config = config;
     context.segment = segment.get();
     context.slot = 0;
+    worker::resetUtilizationCache();
   }
   // A second worker slot sharing the same segment.
   worker::WorkerContext other(shm::WorkerSlot slot) const {

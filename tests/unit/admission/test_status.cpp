@@ -98,3 +98,21 @@ TEST_CASE("status: pricing and cookie refresh") {
   CHECK(test::setCookieValue(r.headers, "room_ticket") == ticket);
   CHECK(test::setCookieValue(r.headers, "room_probe") == "1");
 }
+
+TEST_CASE("status: rate limit on a ready ticket omits the position; pricing at the head") {
+  config::Config c = test::baseConfig(1);
+  c.rate = 2;
+  Room room(std::move(c));
+  std::unique_ptr<RequestGuard> holder;
+  std::string ticket = queueOne(room, holder);
+
+  // Head of the line: nothing to skip, so only the rate is shown.
+  LocalResponse head = handleQueueStatus(room.context, statusRequest(ticket), 5000);
+  CHECK(head.body == "{\"ready\":false,\"position\":1,\"utilization\":0.1,\"rate_per_pos\":2}");
+
+  holder->release();
+  CHECK(handleQueueStatus(room.context, statusRequest(ticket), 7000).body == "{\"ready\":true}");
+  LocalResponse limited = handleQueueStatus(room.context, statusRequest(ticket), 7100);
+  CHECK(limited.status == 429);
+  CHECK(limited.body == "{\"ready\":false}");
+}

@@ -234,6 +234,8 @@ TEST_CASE("help is answered without validation") {
     CHECK(r.errors.empty());
   }
   CHECK(run({"-help", "-version"}).action == Action::Help);
+  CHECK(run({"-version", "-t"}).action == Action::Version);
+  CHECK(run({"-t", "--help"}).action == Action::Help);
   CHECK(run({"-version", "-help"}).action == Action::Version);
 }
 

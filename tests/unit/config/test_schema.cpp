@@ -104,7 +104,9 @@ TEST_CASE("every era-A flag and contract addition is in the schema") {
       {"max-body", "CONCERT_MAX_BODY"},
       {"asset-users-max", "CONCERT_ASSET_USERS_MAX"},
   };
-  for (const auto& [name, env] : expected) {
+  for (const auto& entry : expected) {
+    const char* name = entry.first;
+    const char* env = entry.second;
     INFO(name);
     const Setting* s = findSetting(name);
     REQUIRE(s != nullptr);

@@ -301,3 +301,27 @@ TEST_CASE("access log line: combined format, time, outcome, escaping") {
   CHECK(std::string(outcomeName(Outcome::Local)) == "local");
   CHECK(std::string(outcomeName(Outcome::Rejected)) == "rejected");
 }
+
+TEST_CASE("request head: Concert's cookies are stripped, the rest kept in order") {
+  config::Config c = sampleConfig();
+  Request r = sampleRequest();
+  r.headers.push_back(
+      {"Cookie", "room_ticket=a; session=keep; room_pass=b; room_probe=1; concert_admit=z; theme=dark"});
+  std::string out;
+  buildUpstreamRequestHead(r, c, out);
+  CHECK(hasLine(out, "Cookie: session=keep; theme=dark"));
+
+  Request only = sampleRequest();
+  only.headers.push_back({"Cookie", "room_probe=1; concert_admit=z"});
+  out.clear();
+  buildUpstreamRequestHead(only, c, out);
+  CHECK_FALSE(hasName(out, "Cookie"));
+
+  Request split = sampleRequest();  // several Cookie fields become one
+  split.headers.push_back({"Cookie", "a=1"});
+  split.headers.push_back({"Cookie", "room_ticket=x; b=2"});
+  out.clear();
+  buildUpstreamRequestHead(split, c, out);
+  CHECK(hasLine(out, "Cookie: a=1; b=2"));
+  CHECK(out.find("Cookie:") == out.rfind("Cookie:"));
+}
