@@ -501,7 +501,15 @@ void ClientConnection::close() {
 
 void ClientConnection::closeIfIdle() {
   if (closed_) return;
-  if (state_ == State::ReadingHead && idle_) close();
+  if (state_ != State::ReadingHead || !idle_) return;
+  // A request may already sit in the socket's receive buffer, unread by the
+  // loop yet. Closing now would reset it (close() with unread data sends RST)
+  // and fail the request because of a drain; serve it instead: the read
+  // callback fires for it and the response goes out with Connection: close.
+  char probe;
+  ssize_t n = recv(bufferevent_getfd(bev_), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0 || evbuffer_get_length(bufferevent_get_input(bev_)) > 0) return;
+  close();
 }
 
 void ClientConnection::abort() {
@@ -511,10 +519,6 @@ void ClientConnection::abort() {
 void ClientConnection::armHeadTimer(Millis ms) {
   timeval tv = toTimeval(ms);
   evtimer_add(head_timer_, &tv);
-}
-
-bool ClientConnection::clientOutputFull() const {
-  return evbuffer_get_length(bufferevent_get_output(bev_)) >= kHighWater;
 }
 
 }  // namespace concert::worker

@@ -97,7 +97,6 @@ class ClientConnection {
   void close();
   void startClosing();
   void armHeadTimer(Millis ms);
-  bool clientOutputFull() const;
 
   // origin side (proxy.cpp)
   void startProxy();

@@ -67,7 +67,6 @@ class UpstreamPool {
   // Close and free.
   void discard(UpstreamConn* conn);
   void closeIdle();
-  size_t idleCount() const { return idle_.size(); }
   // The origin resolved to several addresses: a connect failure moves new
   // dials to the next one (the caller may retry up to addressCount() times).
   void connectFailed(UpstreamConn* conn);

@@ -140,7 +140,7 @@ void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, 
       evutil_closesocket(fd);
       return;
     }
-    int one = 1;
+    int one = 1;  // responses are written whole; small ones must not wait for Nagle
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto* c = new ClientConnection(*w, fd, peerAddress(addr));
     if (!c->start()) {

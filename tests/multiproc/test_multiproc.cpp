@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@ namespace {
 
 constexpr uint32_t kRing = 1u << 12;
 constexpr uint64_t kMaxTickets = 1u << 16;
-constexpr Millis kLongTtl = 3600 * 1000;
+constexpr Millis kLongTtl = 10LL * 24 * 3600 * 1000;  // never expires in a test
 
 // Test bookkeeping shared by the parent and its children.
 struct Board {
@@ -125,6 +126,36 @@ bool pageCycle(Segment& seg, Board& board, WorkerSlot slot, int32_t cap, int32_t
   return true;
 }
 
+// fork() whose child dies with the test process (a test killed by a
+// runner's timeout must not leave children spinning).
+pid_t forkChild() {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+  }
+  return pid;
+}
+
+// Children a test started and has not reaped yet. If the test stops early
+// (a failed REQUIRE throws), the destructor kills them by pid, so no child
+// outlives its test spinning on a board nobody will update.
+class Children {
+ public:
+  void add(pid_t pid) { pids_.push_back(pid); }
+  void reaped(pid_t pid) { std::erase(pids_, pid); }
+  ~Children() {
+    for (pid_t pid : pids_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
 bool waitExit(pid_t pid, int* status, int seconds) {
   for (int i = 0; i < seconds * 100; ++i) {
     const pid_t r = waitpid(pid, status, WNOHANG);
@@ -153,16 +184,18 @@ TEST_CASE("four processes hammer one segment: caps hold, FIFO window holds, no t
   constexpr int32_t kCap = 3, kAssetCap = 2, kPassCap = 2;
   auto seg = Segment::create(testGeometry(), kCap, kAssetCap);
   Board* board = makeBoard();
+  Children children;
 
   std::vector<pid_t> pids;
   for (int c = 0; c < kChildren; ++c) {
-    const pid_t pid = fork();
+    const pid_t pid = forkChild();
     REQUIRE(pid >= 0);
     if (pid == 0) {
       std::mt19937 rng(static_cast<unsigned>(c + 1));
       for (int i = 0; i < kCycles; ++i) pageCycle(*seg, *board, static_cast<WorkerSlot>(c), kCap, kPassCap, rng, true);
       _exit(0);
     }
+    children.add(pid);
     seg->slotStarted(static_cast<WorkerSlot>(c), pid, 1, monotonicMs());
     pids.push_back(pid);
   }
@@ -181,6 +214,7 @@ TEST_CASE("four processes hammer one segment: caps hold, FIFO window holds, no t
     for (int c = 0; c < kChildren; ++c) {
       int status = 0;
       if (!done[c] && waitpid(pids[c], &status, WNOHANG) == pids[c]) {
+        children.reaped(pids[c]);
         done[c] = true;
         --running;
         CHECK(WIFEXITED(status));
@@ -192,6 +226,7 @@ TEST_CASE("four processes hammer one segment: caps hold, FIFO window holds, no t
   for (int c = 0; c < kChildren; ++c) {
     int status;
     if (!done[c]) CHECK(waitExit(pids[c], &status, 1));
+    children.reaped(pids[c]);
   }
   REQUIRE(running == 0);
 
@@ -237,15 +272,16 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
   // Two visitors with cookies: issued under a cap of 1 so that they queue,
   // then the cap opens; they stay ready-but-unclaimed (live) for good.
   seg->setPageCap(1);
-  const Issued wait1 = seg->issue(kParentSlot, 0, 0);
-  const Issued wait2 = seg->issue(kParentSlot, 0, 0);
+  const Issued wait1 = seg->issue(kParentSlot, 0, monotonicMs());
+  const Issued wait2 = seg->issue(kParentSlot, 0, monotonicMs());
   REQUIRE(wait1.outcome == IssueOutcome::Queued);
   REQUIRE(wait2.outcome == IssueOutcome::Queued);
   seg->setPageCap(kCap);
 
   // Survivor: a live worker that keeps running whole cycles while the victim
   // dies and is reclaimed; it stops (holding nothing) when asked.
-  const pid_t survivor = fork();
+  Children children;
+  const pid_t survivor = forkChild();
   REQUIRE(survivor >= 0);
   if (survivor == 0) {
     std::mt19937 rng(7);
@@ -260,13 +296,14 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
     }
     _exit(0);
   }
+  children.add(survivor);
   seg->slotStarted(kSurvivorSlot, survivor, 1, monotonicMs());
 
   std::mt19937 rng(42);
   int64_t reclaimed_total = 0;
   for (int round = 0; round < kRounds; ++round) {
     CAPTURE(round);
-    const pid_t victim = fork();
+    const pid_t victim = forkChild();
     REQUIRE(victim >= 0);
     if (victim == 0) {
       std::mt19937 vrng(static_cast<unsigned>(round) + 100);
@@ -297,12 +334,14 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
         }
       }
     }
+    children.add(victim);
     seg->slotStarted(kVictimSlot, victim, 1, monotonicMs());
     timespec ts{0, static_cast<long>(rng() % 3000) * 1000};
     nanosleep(&ts, nullptr);
     kill(victim, SIGKILL);
     int status = 0;
     REQUIRE(waitpid(victim, &status, 0) == victim);
+    children.reaped(victim);
     CHECK(WIFSIGNALED(status));
     const ReclaimReport report = seg->reclaimDeadWorker(kVictimSlot);
     reclaimed_total += report.total();
@@ -346,6 +385,7 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
   board->stop.store(1);
   int status = 0;
   CHECK(waitExit(survivor, &status, 10));
+  children.reaped(survivor);
   CHECK(WIFEXITED(status));
   CHECK(board->violations.load() == 0);
   CHECK(reclaimed_total > 0);
@@ -383,15 +423,16 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
   g.pass_table_size = 1024;
   auto seg = Segment::create(g, 10, 10);
   Board* board = makeBoard();
+  Children children;
   std::vector<pid_t> pids;
   for (int c = 0; c < kChildren; ++c) {
-    const pid_t pid = fork();
+    const pid_t pid = forkChild();
     REQUIRE(pid >= 0);
     if (pid == 0) {
       for (int round = 0; round < kRounds; ++round) {
         uint8_t id[16] = {0x11, static_cast<uint8_t>(round), 0x22};
         // Start together: everyone waits for the round's gate.
-        while (board->issued.load() < static_cast<uint64_t>(round)) sched_yield();
+        while (board->issued.load() < static_cast<uint64_t>(round) + 1) sched_yield();
         PassHold hold;
         const PassAcquire r = seg->tryAcquirePass(id, PassProto::H2, kPassCap, static_cast<WorkerSlot>(c), 0, &hold);
         if (r == PassAcquire::Acquired) raiseMax(board->max_pass, board->in_pass.fetch_add(1) + 1);
@@ -406,6 +447,7 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
       }
       _exit(0);
     }
+    children.add(pid);
     pids.push_back(pid);
   }
   for (int round = 0; round < kRounds; ++round) {
@@ -424,6 +466,7 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
   for (pid_t pid : pids) {
     int status = 0;
     CHECK(waitExit(pid, &status, 10));
+    children.reaped(pid);
     CHECK(WIFEXITED(status));
   }
   CHECK(board->violations.load() == 0);
@@ -436,7 +479,8 @@ TEST_CASE("a release in one process wakes a worker parked in another") {
   auto seg = Segment::create(testGeometry(), 1, 1);
   REQUIRE(seg->tryAcquirePage(0));
   Board* board = makeBoard();
-  const pid_t pid = fork();
+  Children children;
+  const pid_t pid = forkChild();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     // The guard's protocol: register, retry once, then park on the eventfd.
@@ -453,11 +497,13 @@ TEST_CASE("a release in one process wakes a worker parked in another") {
     seg->releasePage(1);
     _exit(0);
   }
+  children.add(pid);
   for (int i = 0; i < 2000000 && board->paused.load() == 0; ++i) sched_yield();
   CHECK(board->paused.load() == 1);
   seg->releasePage(0);
   int status = 0;
   CHECK(waitExit(pid, &status, 20));
+  children.reaped(pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(seg->pageOccupancy() == 0);
