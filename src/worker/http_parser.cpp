@@ -348,6 +348,9 @@ ParseStatus MessageParser::finishResponseHead() {
   r.http_major = parser_.http_major;
   r.http_minor = parser_.http_minor;
   if (r.http_major != 1) return fail(502, "unsupported origin HTTP version");
+  // llhttp accepts any three digits (and none); a status below 100 would be
+  // taken for an interim response and its body parsed as the next head.
+  if (r.status < 100 || r.status > 999) return fail(502, "bad status from origin");
   for (const Header& h : r.headers)
     for (unsigned char c : h.value)
       if (c == '\r' || c == '\n' || c == 0) return fail(502, "obsolete line folding from origin");
