@@ -57,7 +57,9 @@ class Contender {
   pid_t pid_;
 };
 
-uint8_t passId(int n, int byte) { return static_cast<uint8_t>((n * 131 + byte * 7) & 0xff); }
+uint8_t passId(int n, int byte) {
+  return static_cast<uint8_t>((n * 131 + byte * 7) & 0xff);
+}
 
 // ---------------------------------------------------------------- tickets
 // The contenders' ticket work: a fast-path admission, or a visitor who
@@ -145,8 +147,7 @@ void BM_PollMillionWaiting(benchmark::State& state) {
   for (int i = 0; i < kWaiting; i += 97) s->retire(cookies[i].ticket, false);
   std::unique_ptr<Contender> other;
   std::mt19937_64 other_rng(2);
-  if (state.range(0))
-    other = std::make_unique<Contender>([&] { s->poll(cookies[other_rng() % kWaiting], 0, kTtl); });
+  if (state.range(0)) other = std::make_unique<Contender>([&] { s->poll(cookies[other_rng() % kWaiting], 0, kTtl); });
   std::mt19937_64 rng(1);
   Millis now = 0;
   int64_t positions = 0;

@@ -13,15 +13,10 @@ int main(int argc, char** argv) {
   concert::config::LoadResult result = concert::config::load(args, env);
 
   switch (result.action) {
-    case concert::config::Action::Version:
-      std::printf("concert %s\n", CONCERT_VERSION);
-      return 0;
-    case concert::config::Action::Help:
-      std::fputs(concert::config::helpText().c_str(), stdout);
-      return 0;
+    case concert::config::Action::Version: std::printf("concert %s\n", CONCERT_VERSION); return 0;
+    case concert::config::Action::Help: std::fputs(concert::config::helpText().c_str(), stdout); return 0;
     case concert::config::Action::TestConfig:
-    case concert::config::Action::Run:
-      break;
+    case concert::config::Action::Run: break;
   }
 
   if (!result.ok()) {

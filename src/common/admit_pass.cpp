@@ -29,8 +29,7 @@ int decodeChar(char c) {
 bool computeMac(std::string_view secret, const uint8_t* raw, uint8_t* mac) {
   unsigned char full[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), raw, kSignedBytes, full, &length) ==
-          nullptr ||
+  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), raw, kSignedBytes, full, &length) == nullptr ||
       length < kMacBytes)
     return false;
   std::memcpy(mac, full, kMacBytes);
@@ -122,8 +121,8 @@ std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view va
   return pass;
 }
 
-std::optional<std::string> slidePass(std::string_view secret, const std::optional<AdmitPass>& current,
-                                     int64_t now, int64_t ttl_seconds, bool mint_if_missing) {
+std::optional<std::string> slidePass(std::string_view secret, const std::optional<AdmitPass>& current, int64_t now,
+                                     int64_t ttl_seconds, bool mint_if_missing) {
   if (current) {
     int64_t remaining = current->expiry - now;
     if (remaining * 2 > ttl_seconds) return std::nullopt;

@@ -47,8 +47,8 @@ std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view va
 //   valid pass, more than half left           -> nothing
 //   missing/invalid and mint_if_missing       -> a new random id (nullopt on RNG failure)
 //   missing/invalid and !mint_if_missing      -> nothing
-std::optional<std::string> slidePass(std::string_view secret, const std::optional<AdmitPass>& current,
-                                     int64_t now, int64_t ttl_seconds, bool mint_if_missing);
+std::optional<std::string> slidePass(std::string_view secret, const std::optional<AdmitPass>& current, int64_t now,
+                                     int64_t ttl_seconds, bool mint_if_missing);
 
 // Unpadded base64url, strict; exposed for the tests.
 std::string base64UrlEncode(const uint8_t* data, size_t size);

@@ -366,15 +366,15 @@ class CapParser {
     char c = value[0];
     if (c == 'n') return;
     if (!(c == '-' || (c >= '0' && c <= '9'))) {
-      fail(std::string("json: cannot unmarshal ") + kindOf(c) +
-           " into Go struct field capRequest.cap of type int32");
+      fail(std::string("json: cannot unmarshal ") + kindOf(c) + " into Go struct field capRequest.cap of type int32");
       return;
     }
     int64_t parsed = 0;
     auto res = std::from_chars(value.data(), value.data() + value.size(), parsed);
     if (res.ec != std::errc() || res.ptr != value.data() + value.size() ||
         parsed < std::numeric_limits<int32_t>::min() || parsed > std::numeric_limits<int32_t>::max()) {
-      fail("json: cannot unmarshal number " + std::string(value) + " into Go struct field capRequest.cap of type int32");
+      fail("json: cannot unmarshal number " + std::string(value) +
+           " into Go struct field capRequest.cap of type int32");
       return;
     }
     result_.cap = static_cast<int32_t>(parsed);
@@ -387,6 +387,8 @@ class CapParser {
 
 }  // namespace json_detail
 
-inline CapBody parseCapBody(std::string_view body) { return json_detail::CapParser(body).run(); }
+inline CapBody parseCapBody(std::string_view body) {
+  return json_detail::CapParser(body).run();
+}
 
 }  // namespace concert::common

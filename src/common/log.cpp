@@ -28,9 +28,15 @@ const char* levelName(Level level) {
 
 }  // namespace
 
-void setRole(const std::string& role) { g_role = role; }
-void setGeneration(unsigned generation) { g_generation = generation; }
-int errorLogFd() { return g_fd; }
+void setRole(const std::string& role) {
+  g_role = role;
+}
+void setGeneration(unsigned generation) {
+  g_generation = generation;
+}
+int errorLogFd() {
+  return g_fd;
+}
 
 bool openErrorLog(const std::string& path) {
   if (path.empty()) {

@@ -26,13 +26,13 @@ struct PathRule {
 using PathList = std::vector<PathRule>;
 
 struct Upstream {
-  std::string raw;     // as configured, e.g. "http://127.0.0.1:3000/base?x=1"
+  std::string raw;  // as configured, e.g. "http://127.0.0.1:3000/base?x=1"
   bool https = false;
-  std::string host;    // host name or address, without brackets
-  uint16_t port = 80;  // explicit or the scheme's default
+  std::string host;       // host name or address, without brackets
+  uint16_t port = 80;     // explicit or the scheme's default
   std::string host_port;  // "host:port" as sent in Host when preserve-host is off
-  std::string path;    // base path, "" or "/base"
-  std::string query;   // target query without '?', "" when none
+  std::string path;       // base path, "" or "/base"
+  std::string query;      // target query without '?', "" when none
 };
 
 struct Config {
@@ -54,9 +54,9 @@ struct Config {
 
   // -- waiting room
   int32_t cap = 500;
-  int64_t max_queue = 10000;  // 0 = unlimited
-  Millis reaper = 30'000;     // effective (0 in the file means 5m)
-  Millis token_ttl = 300'000; // effective (0 in the file means 5m)
+  int64_t max_queue = 10000;   // 0 = unlimited
+  Millis reaper = 30'000;      // effective (0 in the file means 5m)
+  Millis token_ttl = 300'000;  // effective (0 in the file means 5m)
   bool secure_cookie = false;
   std::string cookie_path = "/";
   std::string cookie_domain;
@@ -67,14 +67,14 @@ struct Config {
   double surge = 0;
   Millis pass_duration = 0;
   bool api_json = true;
-  int retry_after = 5;        // clamped to >= 1
+  int retry_after = 5;  // clamped to >= 1
   bool access_log = true;
 
   // -- asset tier
   PathList bypass;
   PathList assets;
   PathList asset_public;
-  int32_t asset_cap = 0;       // effective (0 in the file: cap * asset-user-cap-h2, clamped)
+  int32_t asset_cap = 0;  // effective (0 in the file: cap * asset-user-cap-h2, clamped)
   bool asset_cap_derived = true;
   Millis asset_wait = 2'000;
   int32_t asset_user_cap_h1 = 8;
@@ -85,9 +85,9 @@ struct Config {
   int32_t asset_users_max = 65536;  // pass-table capacity; restart-only
 
   // -- secrets (environment only)
-  std::string admit_secret;          // "" => the master generates one
+  std::string admit_secret;  // "" => the master generates one
   bool admit_secret_generated = false;
-  std::string admin_token;           // "" => POST /_room/cap answers 404
+  std::string admin_token;  // "" => POST /_room/cap answers 404
 
   // -- where it came from (for reload and the log)
   std::string config_file;  // -c FILE, "" if none

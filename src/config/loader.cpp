@@ -56,7 +56,9 @@ struct Offers {
   std::array<std::optional<Offer>, kSourceCount> by_source;
 };
 
-std::string quoted(std::string_view text) { return std::string("\"").append(text).append("\""); }
+std::string quoted(std::string_view text) {
+  return std::string("\"").append(text).append("\"");
+}
 
 // Levenshtein distance, to suggest the setting an operator probably meant.
 size_t editDistance(std::string_view a, std::string_view b) {
@@ -158,8 +160,7 @@ std::vector<std::string> applyText(const Setting& s, std::string_view text, Conf
         if (v.error.rfind("integer out of range", 0) == 0) return {rangeError(s, text)};
         return {v.error};
       }
-      if (!(s.zero_allowed && *v.value == 0) && (*v.value < s.min || *v.value > s.max))
-        return {rangeError(s, text)};
+      if (!(s.zero_allowed && *v.value == 0) && (*v.value < s.min || *v.value > s.max)) return {rangeError(s, text)};
       assignNumber(s.target, out, *v.value);
       return {};
     }
@@ -176,8 +177,7 @@ std::vector<std::string> applyText(const Setting& s, std::string_view text, Conf
       // Range checks in nanoseconds so that "1ns" is not mistaken for 0.
       constexpr int64_t kNsPerMs = 1'000'000;
       int64_t v = *ns.value;
-      bool in_range = v >= s.min * kNsPerMs && (s.max == std::numeric_limits<int64_t>::max() ||
-                                                v <= s.max * kNsPerMs);
+      bool in_range = v >= s.min * kNsPerMs && (s.max == std::numeric_limits<int64_t>::max() || v <= s.max * kNsPerMs);
       if (!(s.zero_allowed && v == 0) && !in_range) return {rangeError(s, text)};
       out.*std::get<int64_t Config::*>(s.target) = v / kNsPerMs;
       return {};
@@ -353,8 +353,7 @@ void readYamlFile(const std::string& path, std::vector<std::optional<Offer>>& of
   }
   if (documents.empty()) return;  // an empty file sets nothing
   if (documents.size() > 1) {
-    errors.push_back(path + ":" + std::to_string(documents[1].Mark().line + 1) +
-                     ": only one YAML document is allowed");
+    errors.push_back(path + ":" + std::to_string(documents[1].Mark().line + 1) + ": only one YAML document is allowed");
     return;
   }
   const YAML::Node& root = documents.front();
@@ -382,8 +381,7 @@ void readYamlFile(const std::string& path, std::vector<std::optional<Offer>>& of
     }
     size_t index = static_cast<size_t>(setting - settings().data());
     if (first_line[index] != 0) {
-      errors.push_back(where + name + ": duplicate key (first set on line " + std::to_string(first_line[index]) +
-                       ")");
+      errors.push_back(where + name + ": duplicate key (first set on line " + std::to_string(first_line[index]) + ")");
       continue;
     }
     first_line[index] = line;
@@ -435,8 +433,8 @@ void checkPathConflicts(const Config& config, const std::vector<std::string>& la
         if (o.path == rule.path && o.prefix == rule.prefix) {
           errors.push_back(label + ": " + quoted(pathRuleText(rule)) + " is already listed in " + in);
         } else if ((o.prefix && rule.path.rfind(o.path, 0) == 0) || (rule.prefix && o.path.rfind(rule.path, 0) == 0)) {
-          errors.push_back(label + ": " + quoted(pathRuleText(rule)) + " overlaps " + quoted(pathRuleText(o)) +
-                           " in " + in + " (a prefix rule may not contain another rule)");
+          errors.push_back(label + ": " + quoted(pathRuleText(rule)) + " overlaps " + quoted(pathRuleText(o)) + " in " +
+                           in + " (a prefix rule may not contain another rule)");
         } else {
           continue;
         }
@@ -510,7 +508,8 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
   for (size_t i = 0; i < count; ++i) {
     const Setting& s = settings()[i];
     auto it = env.find(std::string(s.env));
-    if (it != env.end() && !it->second.empty()) offers[i].by_source[kEnv] = Offer{it->second, std::string(s.env) + " (env)"};
+    if (it != env.end() && !it->second.empty())
+      offers[i].by_source[kEnv] = Offer{it->second, std::string(s.env) + " (env)"};
   }
   for (const auto& variable : env) {
     const std::string& name = variable.first;
@@ -607,30 +606,15 @@ std::string helpText() {
     }
     out += "  -" + std::string(s.name);
     switch (s.type) {
-      case ValueType::Bool:
-        break;
+      case ValueType::Bool: break;
       case ValueType::Int:
-      case ValueType::Workers:
-        out += " int";
-        break;
-      case ValueType::Float:
-        out += " number";
-        break;
-      case ValueType::Duration:
-        out += " duration";
-        break;
-      case ValueType::ByteSize:
-        out += " size";
-        break;
-      case ValueType::Url:
-        out += " url";
-        break;
-      case ValueType::PathList:
-        out += " paths";
-        break;
-      case ValueType::String:
-        out += " string";
-        break;
+      case ValueType::Workers: out += " int"; break;
+      case ValueType::Float: out += " number"; break;
+      case ValueType::Duration: out += " duration"; break;
+      case ValueType::ByteSize: out += " size"; break;
+      case ValueType::Url: out += " url"; break;
+      case ValueType::PathList: out += " paths"; break;
+      case ValueType::String: out += " string"; break;
     }
     out += "\n        " + std::string(s.help) + "\n        env " + std::string(s.env) + ", default " +
            (s.default_text.empty() ? std::string("empty") : quoted(s.default_text));
@@ -641,7 +625,8 @@ std::string helpText() {
     out += "\n";
   }
   out += "\nEnvironment only:\n";
-  for (const Secret& secret : secrets()) out += "  " + std::string(secret.env) + "\n        " + std::string(secret.help) + "\n";
+  for (const Secret& secret : secrets())
+    out += "  " + std::string(secret.env) + "\n        " + std::string(secret.help) + "\n";
   return out;
 }
 

@@ -19,7 +19,9 @@ std::string quoted(std::string_view text) {
   return out;
 }
 
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
@@ -150,7 +152,8 @@ Parsed<int64_t> parseGoDurationNs(std::string_view text) {
     if (!have_whole && !have_fraction) return invalid();
     size_t unit_len = 0;
     while (unit_len < s.size() && s[unit_len] != '.' && !isDigit(s[unit_len])) ++unit_len;
-    if (unit_len == 0) return Parsed<int64_t>::fail("missing unit in duration " + quoted(text) + " (ns, us, ms, s, m, h)");
+    if (unit_len == 0)
+      return Parsed<int64_t>::fail("missing unit in duration " + quoted(text) + " (ns, us, ms, s, m, h)");
     std::optional<uint64_t> unit = durationUnit(s.substr(0, unit_len));
     if (!unit) return Parsed<int64_t>::fail("unknown unit in duration " + quoted(text) + " (ns, us, ms, s, m, h)");
     s.remove_prefix(unit_len);
@@ -312,7 +315,9 @@ PathListParse parsePathList(std::string_view text) {
   return out;
 }
 
-std::string pathRuleText(const PathRule& rule) { return rule.prefix ? rule.path + "*" : rule.path; }
+std::string pathRuleText(const PathRule& rule) {
+  return rule.prefix ? rule.path + "*" : rule.path;
+}
 
 std::string pathListText(const PathList& list) {
   std::string out;

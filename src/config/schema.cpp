@@ -18,7 +18,9 @@ constexpr int64_t kSecond = 1000;
 constexpr int64_t kMinute = 60 * kSecond;
 constexpr int64_t kHour = 60 * kMinute;
 
-bool isControlOrSpace(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
+bool isControlOrSpace(char c) {
+  return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
+}
 
 std::string checkListen(std::string_view value) {
   const std::string bad = "must look like [host]:port, e.g. :8080, 127.0.0.1:8080 or [::1]:8080";
@@ -34,8 +36,7 @@ std::string checkListen(std::string_view value) {
   for (char c : host)
     if (isControlOrSpace(c)) return bad;
   Parsed<int64_t> number = parseInt(port);
-  if (port.empty() || port.front() < '0' || port.front() > '9' || !number.ok() || *number.value > 65535)
-    return bad;
+  if (port.empty() || port.front() < '0' || port.front() > '9' || !number.ok() || *number.value > 65535) return bad;
   return {};
 }
 
@@ -97,8 +98,8 @@ const Setting kSettings[] = {
     {"user", "CONCERT_USER", VT::String, "", 0, 0, false, R::Restart, kNet,
      "when started as root, drop to this user (and its group) after binding", &Config::user, nullptr},
     {"shutdown-grace", "CONCERT_SHUTDOWN_GRACE", VT::Duration, "30s", 0, kInt64Max, false, R::Live, kNet,
-     "how long in-flight requests may finish on SIGTERM/SIGINT or when a generation drains",
-     &Config::shutdown_grace, nullptr},
+     "how long in-flight requests may finish on SIGTERM/SIGINT or when a generation drains", &Config::shutdown_grace,
+     nullptr},
 
     // -- origin
     {"upstream", "CONCERT_UPSTREAM", VT::Url, "http://127.0.0.1:3000", 0, 0, false, R::Live, kOrigin,
@@ -108,8 +109,7 @@ const Setting kSettings[] = {
     {"preserve-host", "CONCERT_PRESERVE_HOST", VT::Bool, "true", 0, 0, false, R::Live, kOrigin,
      "forward the client's Host header (false: send the upstream's host)", &Config::preserve_host, nullptr},
     {"max-body", "CONCERT_MAX_BODY", VT::ByteSize, "64MB", 1, kInt64Max, false, R::Live, kOrigin,
-     "largest request body forwarded (K/M/G suffixes, 1024-based); larger gets 413", &Config::max_body,
-     nullptr},
+     "largest request body forwarded (K/M/G suffixes, 1024-based); larger gets 413", &Config::max_body, nullptr},
 
     // -- waiting room
     {"cap", "CONCERT_CAPACITY", VT::Int, "500", 1, kInt32Max, false, R::Live, kRoom,
@@ -128,8 +128,7 @@ const Setting kSettings[] = {
     {"cookie-domain", "CONCERT_COOKIE_DOMAIN", VT::String, "", 0, 0, false, R::Live, kRoom,
      "Domain attribute of every cookie (empty = none)", &Config::cookie_domain, checkCookieAttribute},
     {"html", "CONCERT_HTML_FILE", VT::String, "", 0, 0, false, R::Live, kRoom,
-     "custom waiting page file with {{.Position}} and {{.SkipURL}} (empty = built in)", &Config::html_file,
-     nullptr},
+     "custom waiting page file with {{.Position}} and {{.SkipURL}} (empty = built in)", &Config::html_file, nullptr},
     {"skip-url", "CONCERT_SKIP_URL", VT::String, "", 0, 0, false, R::Live, kRoom,
      "skip-the-line link on the waiting page, shown only when -rate > 0", &Config::skip_url, checkSkipUrl},
     {"rate", "CONCERT_RATE", VT::Float, "0", 0, 0, false, R::Live, kRoom,
@@ -140,13 +139,13 @@ const Setting kSettings[] = {
      "VIP pass lifetime (0 = off)", &Config::pass_duration, nullptr},
     {"api-json", "CONCERT_API_JSON", VT::Bool, "true", 0, 0, false, R::Live, kRoom,
      "answer non-browser clients with JSON 429/503 instead of the waiting page", &Config::api_json, nullptr},
-    {"retry-after", "CONCERT_RETRY_AFTER", VT::Int, "5", std::numeric_limits<int32_t>::min(), kInt32Max, false,
-     R::Live, kRoom, "Retry-After seconds on 429/503 (values below 1 become 1)", &Config::retry_after, nullptr},
+    {"retry-after", "CONCERT_RETRY_AFTER", VT::Int, "5", std::numeric_limits<int32_t>::min(), kInt32Max, false, R::Live,
+     kRoom, "Retry-After seconds on 429/503 (values below 1 become 1)", &Config::retry_after, nullptr},
 
     // -- asset tier
     {"bypass", "CONCERT_BYPASS", VT::PathList, "/favicon.ico", 0, 0, false, R::Live, kAssets,
-     "paths proxied without queueing or any limit (\"/exact\" or \"/prefix/*\", comma separated)",
-     &Config::bypass, nullptr},
+     "paths proxied without queueing or any limit (\"/exact\" or \"/prefix/*\", comma separated)", &Config::bypass,
+     nullptr},
     {"assets", "CONCERT_ASSETS", VT::PathList, "", 0, 0, false, R::Live, kAssets,
      "private asset paths: need an admission pass, never queue", &Config::assets, nullptr},
     {"asset-public", "CONCERT_ASSET_PUBLIC", VT::PathList, "", 0, 0, false, R::Live, kAssets,
@@ -171,8 +170,8 @@ const Setting kSettings[] = {
      nullptr},
 
     // -- logging
-    {"access-log", "CONCERT_ACCESS_LOG", VT::Bool, "true", 0, 0, false, R::Live, kLogs,
-     "write the access log", &Config::access_log, nullptr},
+    {"access-log", "CONCERT_ACCESS_LOG", VT::Bool, "true", 0, 0, false, R::Live, kLogs, "write the access log",
+     &Config::access_log, nullptr},
     {"access-log-file", "CONCERT_ACCESS_LOG_FILE", VT::String, "", 0, 0, false, R::Live, kLogs,
      "access log file (empty = stdout); reopened on SIGUSR1", &Config::access_log_file, nullptr},
     {"error-log", "CONCERT_ERROR_LOG", VT::String, "", 0, 0, false, R::Live, kLogs,
@@ -208,8 +207,12 @@ std::string markdownCell(std::string_view text) {
 
 }  // namespace
 
-std::span<const Setting> settings() { return kSettings; }
-std::span<const Secret> secrets() { return kSecrets; }
+std::span<const Setting> settings() {
+  return kSettings;
+}
+std::span<const Secret> secrets() {
+  return kSecrets;
+}
 
 const Setting* findSetting(std::string_view name) {
   for (const Setting& setting : kSettings)
@@ -219,10 +222,8 @@ const Setting* findSetting(std::string_view name) {
 
 std::string rangeText(const Setting& s) {
   switch (s.type) {
-    case ValueType::Workers:
-      return "auto or " + std::to_string(s.min) + " to " + std::to_string(s.max);
-    case ValueType::Float:
-      return "0 or more";
+    case ValueType::Workers: return "auto or " + std::to_string(s.min) + " to " + std::to_string(s.max);
+    case ValueType::Float: return "0 or more";
     case ValueType::Int:
     case ValueType::Duration:
     case ValueType::ByteSize: {
@@ -237,20 +238,16 @@ std::string rangeText(const Setting& s) {
     case ValueType::String:
     case ValueType::Bool:
     case ValueType::Url:
-    case ValueType::PathList:
-      return {};
+    case ValueType::PathList: return {};
   }
   return {};
 }
 
 std::string_view reloadText(Reload reload) {
   switch (reload) {
-    case Reload::Live:
-      return "live";
-    case Reload::Restart:
-      return "restart";
-    case Reload::RestartToGrow:
-      return "restart to grow";
+    case Reload::Live: return "live";
+    case Reload::Restart: return "restart";
+    case Reload::RestartToGrow: return "restart to grow";
   }
   return "restart";
 }

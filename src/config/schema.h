@@ -38,16 +38,16 @@ using SettingTarget = std::variant<std::string Config::*, bool Config::*, int32_
                                    double Config::*, PathList Config::*, Upstream Config::*>;
 
 struct Setting {
-  std::string_view name;          // flag name without dashes, = YAML key
-  std::string_view env;           // CONCERT_* variable
+  std::string_view name;  // flag name without dashes, = YAML key
+  std::string_view env;   // CONCERT_* variable
   ValueType type;
   std::string_view default_text;  // parsed like any other value; "" = empty
   int64_t min;                    // Int/Workers/ByteSize: value; Duration: ms
   int64_t max;
-  bool zero_allowed;              // 0 is accepted outside [min, max] (off / built-in default)
+  bool zero_allowed;  // 0 is accepted outside [min, max] (off / built-in default)
   Reload reload;
-  std::string_view group;         // heading in --help
-  std::string_view help;          // one line
+  std::string_view group;  // heading in --help
+  std::string_view help;   // one line
   SettingTarget target;
   // Extra rule for one value beyond type and range ("" when fine).
   std::string (*check)(std::string_view value);

@@ -12,7 +12,9 @@ constexpr uint32_t kWordFan = 8;    // bitmap words per level-0 count
 constexpr uint32_t kCountFan = 16;  // counts per higher-level count
 constexpr uint32_t kTopMax = 16;    // a level this small is the top
 
-size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+size_t alignUp(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
 
 // The portable x86-64 baseline has no POPCNT instruction, and std::popcount
 // then calls into libgcc; this inline SWAR count is several times faster.

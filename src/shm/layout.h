@@ -59,9 +59,15 @@ constexpr uint32_t kMaxWorkerSlots = 0xffe;
 constexpr uint64_t packEntry(uint64_t ticket, EntryState state, uint32_t owner) {
   return (ticket << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
 }
-constexpr uint64_t entryTicket(uint64_t word) { return word >> 16; }
-constexpr EntryState entryState(uint64_t word) { return static_cast<EntryState>((word >> 12) & 0xf); }
-constexpr uint32_t entryOwner(uint64_t word) { return static_cast<uint32_t>(word & 0xfff); }
+constexpr uint64_t entryTicket(uint64_t word) {
+  return word >> 16;
+}
+constexpr EntryState entryState(uint64_t word) {
+  return static_cast<EntryState>((word >> 12) & 0xf);
+}
+constexpr uint32_t entryOwner(uint64_t word) {
+  return static_cast<uint32_t>(word & 0xfff);
+}
 
 // 24 bytes. Times are CLOCK_MONOTONIC milliseconds truncated to 32 bits and
 // compared as signed differences: exact while two times are < 24.8 days
@@ -78,8 +84,8 @@ static_assert(sizeof(TicketEntry) == 24);
 // ------------------------------------------------------------------ passes
 // Pass state word: version (32 bits) | state (4 bits) | owner slot (12 bits).
 enum class PassState : uint64_t {
-  Empty = 0,      // never used: ends a probe chain
-  Creating = 1,   // claimed by `owner`, id being written
+  Empty = 0,     // never used: ends a probe chain
+  Creating = 1,  // claimed by `owner`, id being written
   Live = 2,
   Removing = 3,   // master sweep checking the cells one last time
   Tombstone = 4,  // removed: reusable, does not end a probe chain
@@ -88,9 +94,15 @@ enum class PassState : uint64_t {
 constexpr uint64_t packPass(uint32_t version, PassState state, uint32_t owner) {
   return (uint64_t{version} << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
 }
-constexpr uint32_t passVersion(uint64_t word) { return static_cast<uint32_t>(word >> 16); }
-constexpr PassState passState(uint64_t word) { return static_cast<PassState>((word >> 12) & 0xf); }
-constexpr uint32_t passOwner(uint64_t word) { return static_cast<uint32_t>(word & 0xfff); }
+constexpr uint32_t passVersion(uint64_t word) {
+  return static_cast<uint32_t>(word >> 16);
+}
+constexpr PassState passState(uint64_t word) {
+  return static_cast<PassState>((word >> 12) & 0xf);
+}
+constexpr uint32_t passOwner(uint64_t word) {
+  return static_cast<uint32_t>(word & 0xfff);
+}
 
 // ------------------------------------------------------------------ header
 constexpr size_t kCounterCount = static_cast<size_t>(Counter::SlotsReclaimedTotal) + 1;
@@ -110,9 +122,9 @@ struct alignas(64) Header {
   std::atomic<int64_t> page_cap;
   std::atomic<int64_t> configured_page_cap;
   std::atomic<uint32_t> generation;
-  alignas(64) std::atomic<uint64_t> next_ticket;   // next number to issue (first is 1)
-  alignas(64) std::atomic<uint64_t> low_water;     // every ticket below it is finished
-  alignas(64) std::atomic<uint64_t> utilization;   // bit pattern of a double
+  alignas(64) std::atomic<uint64_t> next_ticket;  // next number to issue (first is 1)
+  alignas(64) std::atomic<uint64_t> low_water;    // every ticket below it is finished
+  alignas(64) std::atomic<uint64_t> utilization;  // bit pattern of a double
   PaddedCounter counters[kCounterCount];
 };
 

@@ -22,7 +22,9 @@ uint64_t buffer[kBuffered];
 int available = 0;
 std::once_flag atfork_once;
 
-void forgetBuffer() { available = 0; }
+void forgetBuffer() {
+  available = 0;
+}
 
 void refill() {
   auto* out = reinterpret_cast<unsigned char*>(buffer);

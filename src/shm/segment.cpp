@@ -37,9 +37,13 @@ namespace {
 
 constexpr int kAcquireTries = 8;
 
-size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+size_t alignUp(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
 
-uint64_t nextPowerOfTwo(uint64_t n) { return n <= 1 ? 1 : std::bit_ceil(n); }
+uint64_t nextPowerOfTwo(uint64_t n) {
+  return n <= 1 ? 1 : std::bit_ceil(n);
+}
 
 bool validGeometry(const Geometry& g) {
   return g.ring_size >= 64 && std::has_single_bit(g.ring_size) && g.worker_slots >= 1 &&
@@ -198,8 +202,12 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   return segment;
 }
 
-const Geometry& Segment::geometry() const { return impl_->geometry; }
-size_t Segment::bytes() const { return impl_->region.get_size(); }
+const Geometry& Segment::geometry() const {
+  return impl_->geometry;
+}
+size_t Segment::bytes() const {
+  return impl_->region.get_size();
+}
 
 // ---------------------------------------------------------------- semaphores
 namespace {
@@ -256,8 +264,7 @@ bool Segment::tryAcquirePage(WorkerSlot slot) {
   Impl& impl = *impl_;
   bool room_left = false;
   const bool ok = acquireCounted(
-      impl.layout.slots[slot].page, [&impl] { return impl.sumPage(); }, &impl.layout.header->page_cap, 0,
-      room_left);
+      impl.layout.slots[slot].page, [&impl] { return impl.sumPage(); }, &impl.layout.header->page_cap, 0, room_left);
   if (ok) {
     impl.updateUtilization();
   } else if (room_left) {
@@ -312,7 +319,9 @@ void Segment::releaseAsset(WorkerSlot slot) {
   wake(Resource::AssetSlot);
 }
 
-int32_t Segment::assetCap() const { return static_cast<int32_t>(impl_->layout.header->asset_cap); }
+int32_t Segment::assetCap() const {
+  return static_cast<int32_t>(impl_->layout.header->asset_cap);
+}
 
 int64_t Segment::assetInFlight() const {
   const int64_t total = impl_->sumAsset();
@@ -320,7 +329,9 @@ int64_t Segment::assetInFlight() const {
 }
 
 // ---------------------------------------------------------------- wake-ups
-int Segment::eventFd(WorkerSlot slot) const { return impl_->eventfds[slot]; }
+int Segment::eventFd(WorkerSlot slot) const {
+  return impl_->eventfds[slot];
+}
 
 void Segment::setWaiting(WorkerSlot slot, Resource r, bool waiting) {
   const uint32_t bit = 1u << static_cast<uint32_t>(r);
@@ -398,13 +409,17 @@ ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
 }
 
 // ---------------------------------------------------------------- stats
-uint32_t Segment::generation() const { return impl_->layout.header->generation.load(std::memory_order_seq_cst); }
+uint32_t Segment::generation() const {
+  return impl_->layout.header->generation.load(std::memory_order_seq_cst);
+}
 
 void Segment::setGeneration(uint32_t generation) {
   impl_->layout.header->generation.store(generation, std::memory_order_seq_cst);
 }
 
-void Segment::count(Counter c, uint64_t n) { impl_->counter(c).fetch_add(n, std::memory_order_relaxed); }
+void Segment::count(Counter c, uint64_t n) {
+  impl_->counter(c).fetch_add(n, std::memory_order_relaxed);
+}
 
 StatsSnapshot Segment::snapshot() const {
   const Impl& impl = *impl_;

@@ -74,16 +74,16 @@ enum class TicketState {
 
 struct TicketView {
   TicketState state = TicketState::Unknown;
-  int64_t position = 0;        // Waiting: >= 1
-  int64_t raw_position = 0;    // unclamped (rate-limited polls report it)
-  bool rate_limited = false;   // poll(): previous accepted poll < 1 s ago
-  bool refresh_cookie = false; // cookies were last sent >= ttl/3 ago (now stamped as sent)
+  int64_t position = 0;         // Waiting: >= 1
+  int64_t raw_position = 0;     // unclamped (rate-limited polls report it)
+  bool rate_limited = false;    // poll(): previous accepted poll < 1 s ago
+  bool refresh_cookie = false;  // cookies were last sent >= ttl/3 ago (now stamped as sent)
 };
 
 // ---------------------------------------------------------------- passes
 enum class PassProto { H1 = 0, H2 = 1 };
 
-struct PassHold {                  // returned by PassTable acquire; give it back to release
+struct PassHold {  // returned by PassTable acquire; give it back to release
   uint32_t index = 0xffffffffu;
   PassProto proto = PassProto::H1;
   bool valid() const { return index != 0xffffffffu; }
@@ -120,10 +120,19 @@ struct StatsSnapshot {
 };
 
 enum class Counter {
-  QueuedTotal, EvictedTotal, TimeoutsTotal, PromotedTotal,
-  AssetServedTotal, AssetDeniedTotal, AssetUserThrottledTotal, AssetGlobalThrottledTotal,
-  RingFullTotal, PassTableFullTotal,
-  ReloadsTotal, WorkerRestartsTotal, SlotsReclaimedTotal,
+  QueuedTotal,
+  EvictedTotal,
+  TimeoutsTotal,
+  PromotedTotal,
+  AssetServedTotal,
+  AssetDeniedTotal,
+  AssetUserThrottledTotal,
+  AssetGlobalThrottledTotal,
+  RingFullTotal,
+  PassTableFullTotal,
+  ReloadsTotal,
+  WorkerRestartsTotal,
+  SlotsReclaimedTotal,
 };
 
 // What reclaimDeadWorker returned to the pool (for the log line).
@@ -215,9 +224,9 @@ class Segment {
   int64_t sweepPasses(Millis now, Millis idle);
 
   // ------------------------------------------------ cross-process wake-ups
-  int eventFd(WorkerSlot slot) const;                   // readable when woken
+  int eventFd(WorkerSlot slot) const;                          // readable when woken
   void setWaiting(WorkerSlot slot, Resource r, bool waiting);  // "I have parked requests for r"
-  void wake(Resource r);                                // write the eventfd of every waiting slot
+  void wake(Resource r);                                       // write the eventfd of every waiting slot
 
   // ------------------------------------------------ worker slots (master writes)
   // Master: mark `slot` as running `pid` for `generation` (fresh ledger).
@@ -229,7 +238,7 @@ class Segment {
   // Worker: heartbeat; master reads it in the janitor.
   void heartbeat(WorkerSlot slot, Millis now);
   Millis lastHeartbeat(WorkerSlot slot) const;
-  int slotPid(WorkerSlot slot) const;          // 0 when free
+  int slotPid(WorkerSlot slot) const;  // 0 when free
   uint32_t slotGeneration(WorkerSlot slot) const;
   // Master only, after waitpid() reaped the slot's process: return every page
   // slot, in-flight ticket, asset slot and pass hold the slot owned; mark it

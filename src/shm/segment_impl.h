@@ -4,7 +4,6 @@
 #pragma once
 
 #include <boost/interprocess/mapped_region.hpp>
-
 #include <vector>
 
 #include "shm/counted_bits.h"
@@ -24,8 +23,8 @@ class Layout {
   std::atomic<uint64_t>* pass_state = nullptr;   // PassState word per entry
   std::atomic<uint64_t>* pass_id = nullptr;      // two words per entry
   std::atomic<int64_t>* pass_last_used = nullptr;
-  std::atomic<uint32_t>* pass_cells = nullptr;   // [entry][slot][proto]
-  std::atomic<uint32_t>* pass_locks = nullptr;   // home-bucket creation locks: owner slot + 1, 0 = free
+  std::atomic<uint32_t>* pass_cells = nullptr;  // [entry][slot][proto]
+  std::atomic<uint32_t>* pass_locks = nullptr;  // home-bucket creation locks: owner slot + 1, 0 = free
 };
 
 // Everything but the name of Segment::Impl, so that file-local helpers can
@@ -40,9 +39,7 @@ struct SegmentCore {
 
   TicketEntry& entry(uint64_t ticket) const { return layout.entries[ticket & ring_mask]; }
   uint32_t index(uint64_t ticket) const { return static_cast<uint32_t>(ticket & ring_mask); }
-  std::atomic<uint64_t>& counter(Counter c) const {
-    return layout.header->counters[static_cast<size_t>(c)].value;
-  }
+  std::atomic<uint64_t>& counter(Counter c) const { return layout.header->counters[static_cast<size_t>(c)].value; }
 
   // Tickets.
   void syncBits(uint32_t index);
@@ -60,13 +57,15 @@ struct SegmentCore {
   // Pass table.
   int64_t reclaimPasses(WorkerSlot slot);  // master, slot's process is dead
   std::atomic<uint32_t>& passCell(uint32_t index, WorkerSlot slot, PassProto proto) const {
-    return layout.pass_cells[(static_cast<size_t>(index) * geometry.worker_slots + slot) * 2 +
-                             static_cast<size_t>(proto)];
+    return layout
+        .pass_cells[(static_cast<size_t>(index) * geometry.worker_slots + slot) * 2 + static_cast<size_t>(proto)];
   }
 };
 
 // Small helpers shared by the .cpp files of src/shm.
-inline uint32_t low32(Millis ms) { return static_cast<uint32_t>(static_cast<uint64_t>(ms)); }
+inline uint32_t low32(Millis ms) {
+  return static_cast<uint32_t>(static_cast<uint64_t>(ms));
+}
 inline int64_t elapsed32(Millis now, uint32_t then) {
   return static_cast<int32_t>(low32(now) - then);
 }

@@ -113,7 +113,9 @@ uint64_t SegmentCore::unfinishedBefore(uint64_t ticket) const {
 
 namespace {
 
-int64_t rawPosition(uint64_t ahead, int64_t cap) { return static_cast<int64_t>(ahead) - cap + 1; }
+int64_t rawPosition(uint64_t ahead, int64_t cap) {
+  return static_cast<int64_t>(ahead) - cap + 1;
+}
 
 }  // namespace
 
@@ -290,7 +292,9 @@ int64_t Segment::queueDepth() const {
   return depth > 0 ? depth : 0;
 }
 
-int64_t Segment::liveQueueDepth() const { return static_cast<int64_t>(impl_->layout.waiting.total()); }
+int64_t Segment::liveQueueDepth() const {
+  return static_cast<int64_t>(impl_->layout.waiting.total());
+}
 
 int64_t Segment::reapExpired(Millis now, Millis ttl) {
   Impl& impl = *impl_;

@@ -21,11 +21,10 @@
 //
 // A valid pass past half its lifetime is re-minted (same id) and sent on the
 // response, whatever the outcome; no room cookie is ever set here.
-#include "worker/room.h"
-
 #include "common/admit_pass.h"
 #include "worker/admission.h"
 #include "worker/cookies.h"
+#include "worker/room.h"
 
 namespace concert::worker {
 namespace {

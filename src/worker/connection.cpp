@@ -32,15 +32,15 @@ timeval toTimeval(Millis ms) {
 
 // No exception may leave a libevent callback: anything thrown while handling
 // one connection closes that connection (releasing what it held) and nothing else.
-#define CONCERT_CALLBACK_GUARD(conn, body)                                   \
-  try {                                                                      \
-    body;                                                                    \
-  } catch (const std::exception& e) {                                        \
-    LOG_ERROR("connection from %s: %s", (conn)->request_.peer_ip.c_str(), e.what()); \
-    (conn)->close();                                                         \
-  } catch (...) {                                                            \
+#define CONCERT_CALLBACK_GUARD(conn, body)                                                \
+  try {                                                                                   \
+    body;                                                                                 \
+  } catch (const std::exception& e) {                                                     \
+    LOG_ERROR("connection from %s: %s", (conn)->request_.peer_ip.c_str(), e.what());      \
+    (conn)->close();                                                                      \
+  } catch (...) {                                                                         \
     LOG_ERROR("connection from %s: unknown exception", (conn)->request_.peer_ip.c_str()); \
-    (conn)->close();                                                         \
+    (conn)->close();                                                                      \
   }
 
 ClientConnection::ClientConnection(Worker& worker, evutil_socket_t fd, std::string peer_ip)
@@ -325,8 +325,8 @@ void ClientConnection::respondLocal(LocalResponse&& response, bool close_after) 
   WireOptions wire;
   wire.head_request = request_.method == "HEAD";
   const bool unread_expected_body = !body_done_ && request_.expect_continue;
-  const bool must_close = close_after || !request_.keep_alive || worker_.draining() || unread_expected_body ||
-                          body_error_;
+  const bool must_close =
+      close_after || !request_.keep_alive || worker_.draining() || unread_expected_body || body_error_;
   wire.close = must_close;
   wire.http10_keep_alive = !must_close && request_.http_minor == 0;
   scratch_.clear();
@@ -401,12 +401,8 @@ void ClientConnection::pumpBody() {
 void ClientConnection::bodyFinished() {
   body_done_ = true;
   switch (sink_) {
-    case Sink::Collect:
-      respondLocal(handleCap(worker_.context(), request_, collected_), false);
-      return;
-    case Sink::Discard:
-      endRequest(true);
-      return;
+    case Sink::Collect: respondLocal(handleCap(worker_.context(), request_, collected_), false); return;
+    case Sink::Discard: endRequest(true); return;
     case Sink::Upstream:
       if (body_mode_ == BodyMode::Chunked && upstream_)
         evbuffer_add(bufferevent_get_output(upstream_->bev), "0\r\n\r\n", 5);

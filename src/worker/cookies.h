@@ -22,9 +22,9 @@ inline constexpr std::string_view kAdmitCookie = "concert_admit";
 std::optional<std::string> cookieValue(const Headers& headers, std::string_view name);
 
 struct CookieAttributes {
-  std::string path;    // omitted when empty
-  std::string domain;  // omitted when empty
-  int64_t max_age = 0; // seconds; emitted when > 0
+  std::string path;     // omitted when empty
+  std::string domain;   // omitted when empty
+  int64_t max_age = 0;  // seconds; emitted when > 0
   bool http_only = false;
   bool secure = false;
 };

@@ -10,7 +10,9 @@ namespace concert::worker {
 
 namespace {
 
-inline MessageParser* self(llhttp_t* p) { return static_cast<MessageParser*>(p->data); }
+inline MessageParser* self(llhttp_t* p) {
+  return static_cast<MessageParser*>(p->data);
+}
 
 inline bool isTchar(unsigned char c) {
   if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;

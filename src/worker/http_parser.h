@@ -36,10 +36,10 @@ struct ResponseHead {
   int http_major = 1;
   int http_minor = 1;
   Headers headers;
-  int64_t content_length = -1;  // -1: none
-  bool chunked = false;         // Transfer-Encoding with chunked last
+  int64_t content_length = -1;     // -1: none
+  bool chunked = false;            // Transfer-Encoding with chunked last
   bool transfer_encoding = false;  // any Transfer-Encoding (chunked or not)
-  bool keep_alive = true;       // the origin lets us reuse the connection
+  bool keep_alive = true;          // the origin lets us reuse the connection
 };
 
 enum class ParseStatus { NeedMore, HeadDone, BodyDone, Error };

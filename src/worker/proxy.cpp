@@ -94,7 +94,8 @@ void buildUpstreamRequestHead(const Request& request, const config::Config& conf
   out += " HTTP/1.1\r\n";
   const bool has_host = hasHeader(request.headers, "Host");
   const std::string_view inbound_host = request.header("Host");
-  appendHeader(out, "Host", (config.preserve_host && has_host) ? inbound_host : std::string_view(config.upstream.host_port));
+  appendHeader(out, "Host",
+               (config.preserve_host && has_host) ? inbound_host : std::string_view(config.upstream.host_port));
   bool cookie_done = false;
   for (const Header& h : request.headers) {
     const std::string_view name = h.name;

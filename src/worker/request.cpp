@@ -5,7 +5,9 @@
 namespace concert::worker {
 
 namespace {
-inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+inline char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+}
 }  // namespace
 
 bool equalsIgnoreCase(std::string_view a, std::string_view b) {

@@ -25,11 +25,11 @@ bool hasHeader(const Headers& headers, std::string_view name);
 std::string joinHeader(const Headers& headers, std::string_view name, std::string_view sep = ",");
 
 struct Request {
-  std::string method;  // as sent, e.g. "GET"
-  std::string target;  // request-target as sent: "/a%20b?x=1"
-  std::string path;    // percent-decoded path, query removed: "/a b"
+  std::string method;    // as sent, e.g. "GET"
+  std::string target;    // request-target as sent: "/a%20b?x=1"
+  std::string path;      // percent-decoded path, query removed: "/a b"
   std::string raw_path;  // path as sent, query removed: "/a%20b"
-  std::string query;   // after '?', "" when none
+  std::string query;     // after '?', "" when none
   int http_major = 1;
   int http_minor = 1;
   Headers headers;
@@ -38,9 +38,9 @@ struct Request {
 
   int64_t content_length = -1;  // -1: none
   bool chunked = false;
-  bool keep_alive = true;       // after this request, per version and Connection
+  bool keep_alive = true;  // after this request, per version and Connection
   bool expect_continue = false;
-  bool upgrade = false;         // Connection: upgrade + Upgrade: present
+  bool upgrade = false;  // Connection: upgrade + Upgrade: present
 
   std::string_view header(std::string_view name) const { return findHeader(headers, name); }
   bool hasBody() const { return chunked || content_length > 0; }

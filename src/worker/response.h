@@ -24,8 +24,8 @@ LocalResponse plainText(int status, std::string body);
 
 // How a response head is framed toward the client.
 struct WireOptions {
-  bool head_request = false;  // HEAD: headers (with the real Content-Length), no body
-  bool close = false;         // announce and then do close the connection
+  bool head_request = false;       // HEAD: headers (with the real Content-Length), no body
+  bool close = false;              // announce and then do close the connection
   bool http10_keep_alive = false;  // HTTP/1.0 client that asked for keep-alive: say so
 };
 

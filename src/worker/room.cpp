@@ -54,7 +54,9 @@ void replaceAll(std::string& text, std::string_view from, std::string_view to) {
     text.replace(at, from.size(), to);
 }
 
-Header header(std::string_view name, std::string value) { return Header{std::string(name), std::move(value)}; }
+Header header(std::string_view name, std::string value) {
+  return Header{std::string(name), std::move(value)};
+}
 
 }  // namespace
 
@@ -292,9 +294,9 @@ class PageGuard final : public RequestGuard {
   }
 
   void logEdge(const char* what) const {
-    LOG_INFO("%s: %lld/%d slots, %lld queued (%lld live)", what,
-             static_cast<long long>(segment().pageOccupancy()), segment().pageCap(),
-             static_cast<long long>(segment().queueDepth()), static_cast<long long>(segment().liveQueueDepth()));
+    LOG_INFO("%s: %lld/%d slots, %lld queued (%lld live)", what, static_cast<long long>(segment().pageOccupancy()),
+             segment().pageCap(), static_cast<long long>(segment().queueDepth()),
+             static_cast<long long>(segment().liveQueueDepth()));
   }
 
   const WorkerContext& context_;
@@ -346,8 +348,9 @@ double cachedUtilization(const shm::Segment& segment, Millis now) {
 
 }  // namespace
 
-void resetUtilizationCache() { utilizationCache() = UtilizationCache{}; }
-
+void resetUtilizationCache() {
+  utilizationCache() = UtilizationCache{};
+}
 
 LocalResponse handleQueueStatus(const WorkerContext& context, const Request& request, Millis now) {
   const config::Config& config = *context.config;

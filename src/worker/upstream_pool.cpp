@@ -114,8 +114,7 @@ UpstreamConn* UpstreamPool::dial(std::string* error) {
       X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(ssl), X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
       X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), upstream_.host.c_str(), 0);
     }
-    conn->bev = bufferevent_openssl_socket_new(base_, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
-                                               BEV_OPT_CLOSE_ON_FREE);
+    conn->bev = bufferevent_openssl_socket_new(base_, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
     if (conn->bev) bufferevent_openssl_set_allow_dirty_shutdown(conn->bev, 1);
   } else {
     conn->bev = bufferevent_socket_new(base_, -1, BEV_OPT_CLOSE_ON_FREE);

@@ -229,7 +229,9 @@ void Worker::onWake(evutil_socket_t fd, short, void* arg) {
   w->recheckParked();
 }
 
-void Worker::onRecheck(evutil_socket_t, short, void* arg) { static_cast<Worker*>(arg)->recheckParked(); }
+void Worker::onRecheck(evutil_socket_t, short, void* arg) {
+  static_cast<Worker*>(arg)->recheckParked();
+}
 
 // ------------------------------------------------------------ signals and timers
 
@@ -260,7 +262,9 @@ void Worker::onTick(evutil_socket_t, short, void* arg) {
   if (w->context_.master_pid != 0 && getppid() != w->context_.master_pid && !w->draining_) w->beginDrain("master gone");
 }
 
-void Worker::onFlush(evutil_socket_t, short, void* arg) { static_cast<Worker*>(arg)->access_log_.flush(); }
+void Worker::onFlush(evutil_socket_t, short, void* arg) {
+  static_cast<Worker*>(arg)->access_log_.flush();
+}
 
 void Worker::onGrace(evutil_socket_t, short, void* arg) {
   auto* w = static_cast<Worker*>(arg);

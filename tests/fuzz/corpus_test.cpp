@@ -8,7 +8,6 @@
 // rest of the corpus still runs.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,10 +65,24 @@ size_t replayCorpus(const char* target, Entry entry) {
 
 }  // namespace
 
-TEST_CASE("request corpus") { replayCorpus("request", &concert::fuzz::fuzzRequest); }
-TEST_CASE("response corpus") { replayCorpus("response", &concert::fuzz::fuzzResponse); }
-TEST_CASE("cookies corpus") { replayCorpus("cookies", &concert::fuzz::fuzzCookies); }
-TEST_CASE("pass corpus") { replayCorpus("pass", &concert::fuzz::fuzzPass); }
-TEST_CASE("config corpus") { replayCorpus("config", &concert::fuzz::fuzzConfig); }
-TEST_CASE("pathlist corpus") { replayCorpus("pathlist", &concert::fuzz::fuzzPathList); }
-TEST_CASE("ticket corpus") { replayCorpus("ticket", &concert::fuzz::fuzzTicket); }
+TEST_CASE("request corpus") {
+  replayCorpus("request", &concert::fuzz::fuzzRequest);
+}
+TEST_CASE("response corpus") {
+  replayCorpus("response", &concert::fuzz::fuzzResponse);
+}
+TEST_CASE("cookies corpus") {
+  replayCorpus("cookies", &concert::fuzz::fuzzCookies);
+}
+TEST_CASE("pass corpus") {
+  replayCorpus("pass", &concert::fuzz::fuzzPass);
+}
+TEST_CASE("config corpus") {
+  replayCorpus("config", &concert::fuzz::fuzzConfig);
+}
+TEST_CASE("pathlist corpus") {
+  replayCorpus("pathlist", &concert::fuzz::fuzzPathList);
+}
+TEST_CASE("ticket corpus") {
+  replayCorpus("ticket", &concert::fuzz::fuzzTicket);
+}

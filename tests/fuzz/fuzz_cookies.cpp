@@ -58,7 +58,8 @@ int fuzzCookies(const uint8_t* data, size_t size) {
   }
   headers.push_back({"X-Not-Cookie", "room_ticket=decoy"});
 
-  for (std::string_view name : {worker::kTicketCookie, worker::kPassCookie, worker::kProbeCookie, worker::kAdmitCookie}) {
+  for (std::string_view name :
+       {worker::kTicketCookie, worker::kPassCookie, worker::kProbeCookie, worker::kAdmitCookie}) {
     std::optional<std::string> value = worker::cookieValue(headers, name);
     if (!value) continue;
     bool found = false;

@@ -30,7 +30,9 @@ using worker::Request;
 
 constexpr int kMaxMessages = 8;
 
-void appendBody(void* arg, const char* data, size_t len) { static_cast<std::string*>(arg)->append(data, len); }
+void appendBody(void* arg, const char* data, size_t len) {
+  static_cast<std::string*>(arg)->append(data, len);
+}
 
 bool isTokenChar(unsigned char c) {
   if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
@@ -91,8 +93,8 @@ void checkAcceptedHead(const Request& r) {
 }
 
 std::string describe(const Request& r) {
-  std::string out = r.method + " " + r.target + " " + r.path + " " + std::to_string(r.http_minor) + " cl=" +
-                    std::to_string(r.content_length) + (r.chunked ? " chunked" : "") +
+  std::string out = r.method + " " + r.target + " " + r.path + " " + std::to_string(r.http_minor) +
+                    " cl=" + std::to_string(r.content_length) + (r.chunked ? " chunked" : "") +
                     (r.keep_alive ? " keep-alive" : "") + (r.upgrade ? " upgrade" : "");
   for (const Header& h : r.headers) out += "|" + h.name + ":" + h.value;
   return out + "\n";

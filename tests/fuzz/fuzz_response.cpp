@@ -25,7 +25,9 @@ using worker::ResponseHead;
 
 constexpr int kMaxMessages = 8;
 
-void appendBody(void* arg, const char* data, size_t len) { static_cast<std::string*>(arg)->append(data, len); }
+void appendBody(void* arg, const char* data, size_t len) {
+  static_cast<std::string*>(arg)->append(data, len);
+}
 
 void checkAcceptedHead(const ResponseHead& r) {
   FUZZ_ASSERT(r.http_major == 1);
@@ -78,7 +80,8 @@ std::string run(std::string_view input, Splitter* splitter) {
         if (status != ParseStatus::NeedMore) break;
         FUZZ_ASSERT(used == len);
       }
-      if (status == ParseStatus::NeedMore) return trace + "incomplete chunked body " + std::to_string(body.size()) + "\n";
+      if (status == ParseStatus::NeedMore)
+        return trace + "incomplete chunked body " + std::to_string(body.size()) + "\n";
       if (status == ParseStatus::Error) return trace + "bad chunked body\n";
       FUZZ_ASSERT(status == ParseStatus::BodyDone);
       trace += "chunked body " + std::to_string(body.size()) + ":" + body + "\n";

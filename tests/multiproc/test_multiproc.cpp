@@ -52,7 +52,9 @@ Board* makeBoard() {
   return static_cast<Board*>(p);  // zero pages: every atomic starts at 0
 }
 
-void dropBoard(Board* board) { munmap(board, sizeof(Board)); }
+void dropBoard(Board* board) {
+  munmap(board, sizeof(Board));
+}
 
 void raiseMax(std::atomic<int64_t>& max, int64_t value) {
   int64_t seen = max.load();
@@ -267,8 +269,7 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
   REQUIRE(seg->tryAcquirePage(kParentSlot));
   REQUIRE(seg->tryAcquireAsset(kParentSlot));
   PassHold my_hold;
-  REQUIRE(seg->tryAcquirePass(kSharedPass, PassProto::H1, kPassCap, kParentSlot, 0, &my_hold) ==
-          PassAcquire::Acquired);
+  REQUIRE(seg->tryAcquirePass(kSharedPass, PassProto::H1, kPassCap, kParentSlot, 0, &my_hold) == PassAcquire::Acquired);
   // Two visitors with cookies: issued under a cap of 1 so that they queue,
   // then the cap opens; they stay ready-but-unclaimed (live) for good.
   seg->setPageCap(1);
@@ -310,9 +311,7 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
       for (;;) {
         // A mix of everything, with holds piling up between releases.
         switch (vrng() % 4) {
-          case 0:
-            pageCycle(*seg, *board, kVictimSlot, kCap, kPassCap, vrng, false);
-            break;
+          case 0: pageCycle(*seg, *board, kVictimSlot, kCap, kPassCap, vrng, false); break;
           case 1: {
             const Issued q = seg->issue(kVictimSlot, 0, monotonicMs());  // a visitor who walks away
             if (q.outcome == IssueOutcome::Ready) {
@@ -437,7 +436,7 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
         const PassAcquire r = seg->tryAcquirePass(id, PassProto::H2, kPassCap, static_cast<WorkerSlot>(c), 0, &hold);
         if (r == PassAcquire::Acquired) raiseMax(board->max_pass, board->in_pass.fetch_add(1) + 1);
         if (r == PassAcquire::TableFull) board->violations.fetch_add(1);
-        board->admitted.fetch_add(1);  // "arrived"
+        board->admitted.fetch_add(1);                       // "arrived"
         while (board->stop.load() <= round) sched_yield();  // hold until the parent has looked
         if (r == PassAcquire::Acquired) {
           board->in_pass.fetch_sub(1);

@@ -63,7 +63,9 @@ TEST_CASE("admit pass: rejections") {
       CHECK_FALSE(verifyPass(kSecret, bad, now));
     }
   }
-  SUBCASE("other secret") { CHECK_FALSE(verifyPass("a-completely-different-secret-value!", good, now)); }
+  SUBCASE("other secret") {
+    CHECK_FALSE(verifyPass("a-completely-different-secret-value!", good, now));
+  }
   SUBCASE("empty and garbage") {
     CHECK_FALSE(verifyPass(kSecret, "", now));
     CHECK_FALSE(verifyPass(kSecret, "nope", now));

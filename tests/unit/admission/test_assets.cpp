@@ -72,8 +72,8 @@ TEST_CASE("assets: a pass past half-life slides, same id") {
   auto g = makeAssetGuard(room.context, true);
   Admission a = g->admit(asset(pass(9, 100)), 1000);
   REQUIRE(a.kind == Admission::Kind::Proceed);
-  auto slid = common::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"),
-                                 unixSeconds());
+  auto slid =
+      common::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"), unixSeconds());
   REQUIRE(slid);
   CHECK(slid->id[0] == 9);
   CHECK(test::setCookieValue(a.response_headers, "room_ticket").empty());

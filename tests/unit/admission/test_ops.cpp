@@ -33,13 +33,34 @@ TEST_CASE("ops: stats keys sorted and complete") {
     size_t end = r.body.find('"', at + 2);
     keys.push_back(r.body.substr(at + 2, end - at - 2));
   }
-  std::vector<std::string> expected = {
-      "asset_cap", "asset_denied_total", "asset_global_throttled_total", "asset_in_flight", "asset_served_total",
-      "asset_user_cap_h1", "asset_user_cap_h2", "asset_user_throttled_total", "asset_users", "cap",
-      "evicted_total", "generation", "live_queue_depth", "max_queue_depth", "occupancy", "pass_table_full_total",
-      "promoted_total", "queue_depth", "queued_total", "reloads_total", "ring_full_total",
-      "slots_reclaimed_total", "timeouts_total", "token_ttl", "upstream", "utilization",
-      "worker_restarts_total", "workers"};
+  std::vector<std::string> expected = {"asset_cap",
+                                       "asset_denied_total",
+                                       "asset_global_throttled_total",
+                                       "asset_in_flight",
+                                       "asset_served_total",
+                                       "asset_user_cap_h1",
+                                       "asset_user_cap_h2",
+                                       "asset_user_throttled_total",
+                                       "asset_users",
+                                       "cap",
+                                       "evicted_total",
+                                       "generation",
+                                       "live_queue_depth",
+                                       "max_queue_depth",
+                                       "occupancy",
+                                       "pass_table_full_total",
+                                       "promoted_total",
+                                       "queue_depth",
+                                       "queued_total",
+                                       "reloads_total",
+                                       "ring_full_total",
+                                       "slots_reclaimed_total",
+                                       "timeouts_total",
+                                       "token_ttl",
+                                       "upstream",
+                                       "utilization",
+                                       "worker_restarts_total",
+                                       "workers"};
   CHECK(keys == expected);
   CHECK(std::is_sorted(keys.begin(), keys.end()));
   CHECK(r.body.find("\"cap\":1,") != std::string::npos);
@@ -83,8 +104,7 @@ TEST_CASE("ops: cap endpoint") {
     CHECK(handleCap(room.context, post(auth), "").body == "{\"error\":\"unexpected end of JSON input\"}");
     CHECK(handleCap(room.context, post(auth), "{\"cap\":\"3\"}").status == 400);
     CHECK(handleCap(room.context, post(auth), "{\"cap\":3000000000}").status == 400);
-    CHECK(handleCap(room.context, post(auth), "{}").body ==
-          "{\"error\":\"room: invalid capacity 0: must be >= 1\"}");
+    CHECK(handleCap(room.context, post(auth), "{}").body == "{\"error\":\"room: invalid capacity 0: must be >= 1\"}");
     CHECK(handleCap(room.context, post(auth), "{\"cap\":-5}").body ==
           "{\"error\":\"room: invalid capacity -5: must be >= 1\"}");
     CHECK(room.segment->pageCap() == 1);

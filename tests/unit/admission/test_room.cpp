@@ -17,7 +17,9 @@ const std::string kQueuedJson =
     "\"retry_after_seconds\":5,\"status_url\":\"/queue/status\"}";
 const std::string kFullJson = "{\"error\":\"waiting room is full\",\"queued\":false,\"retry_after_seconds\":5}";
 
-Headers browser() { return {{"Accept", "text/html,application/xhtml+xml,*/*;q=0.8"}}; }
+Headers browser() {
+  return {{"Accept", "text/html,application/xhtml+xml,*/*;q=0.8"}};
+}
 
 Headers withTicket(const std::string& ticket, Headers h = {}) {
   h.push_back({"Cookie", "theme=dark; room_ticket=" + ticket});
@@ -62,8 +64,8 @@ TEST_CASE("page guard: pass refreshed only past half-life") {
     auto guard = makePageGuard(room.context);
     Admission a = guard->admit(test::get("/", {{"Cookie", "concert_admit=" + old}}), 1000);
     REQUIRE(a.kind == Admission::Kind::Proceed);
-    auto pass = common::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"),
-                                   unixSeconds());
+    auto pass =
+        common::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"), unixSeconds());
     REQUIRE(pass);
     CHECK(pass->id == id);
     CHECK(pass->expiry >= unixSeconds() + 599);
@@ -71,8 +73,8 @@ TEST_CASE("page guard: pass refreshed only past half-life") {
   SUBCASE("forged pass: replaced by a new one") {
     auto guard = makePageGuard(room.context);
     Admission a = guard->admit(test::get("/", {{"Cookie", "concert_admit=forged"}}), 1000);
-    auto pass = common::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"),
-                                   unixSeconds());
+    auto pass =
+        common::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"), unixSeconds());
     REQUIRE(pass);
     CHECK(pass->id != id);
   }

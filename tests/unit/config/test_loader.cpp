@@ -2,7 +2,6 @@
 // rule of the original (reference-behaviour §5, TestParseConfig_*), the
 // contract's additions, error formats per source, and derived values.
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <limits>
@@ -143,7 +142,7 @@ TEST_CASE("every setting is read from its environment variable") {
     if (s.type == ValueType::Int) value = std::to_string(s.min == std::numeric_limits<int32_t>::min() ? 9 : s.max);
     if (s.type == ValueType::Bool) value = s.default_text == "true" ? "false" : "true";
     if (s.type == ValueType::Duration) value = "1h";  // inside every duration range, and no default
-    if (s.type == ValueType::String) continue;  // covered by the cases below and the error-format tests
+    if (s.type == ValueType::String) continue;        // covered by the cases below and the error-format tests
     if (s.type == ValueType::Url) value = "http://10.0.0.1:81";
     if (s.type == ValueType::PathList) value = "/env-" + std::string(s.name);
     if (s.type == ValueType::Workers) value = "3";
@@ -185,9 +184,9 @@ TEST_CASE("TestParseConfig_FlagBeatsEnv and the whole precedence order") {
 
   LoadResult r = run({"-cap", "7", "-c", file}, env);
   const Config& c = okConfig(r);
-  CHECK(c.cap == 7);            // flag > env > file
-  CHECK(c.max_queue == 22);     // env > file
-  CHECK(c.retry_after == 13);   // file > default
+  CHECK(c.cap == 7);                // flag > env > file
+  CHECK(c.max_queue == 22);         // env > file
+  CHECK(c.retry_after == 13);       // file > default
   CHECK(c.asset_user_cap_h1 == 8);  // default
   CHECK(c.config_file == file);
 

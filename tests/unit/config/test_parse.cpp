@@ -16,7 +16,9 @@ int64_t ns(std::string_view text) {
   return *v.value;
 }
 
-bool durationFails(std::string_view text) { return !parseGoDurationNs(text).ok(); }
+bool durationFails(std::string_view text) {
+  return !parseGoDurationNs(text).ok();
+}
 
 }  // namespace
 
@@ -43,8 +45,8 @@ TEST_CASE("durations follow Go's time.ParseDuration") {
   CHECK(ns("-2562047h47m16.854775808s") == std::numeric_limits<int64_t>::min());
 
   CHECK(durationFails(""));
-  CHECK(durationFails("5"));         // missing unit
-  CHECK(durationFails("5x"));        // unknown unit
+  CHECK(durationFails("5"));   // missing unit
+  CHECK(durationFails("5x"));  // unknown unit
   CHECK(durationFails("s"));
   CHECK(durationFails("."));
   CHECK(durationFails(".s"));
@@ -172,10 +174,10 @@ TEST_CASE("upstream URLs fill every Upstream field") {
   CHECK(u.path == "/a/b/");
   CHECK(u.query == "");
 
-  for (const char* bad : {"", "not a url", "127.0.0.1:3000", "ftp://example.com", "http://", "http:///x",
-                          "http://:80", "http://host:", "http://host:0", "http://host:65536", "http://host:80x",
-                          "http://user:pw@host", "http://ho st", "http://[::1", "http://[]:80", "http://::1:80",
-                          "http://[::1]x", "//host:80", "http://host/a b"})
+  for (const char* bad :
+       {"", "not a url", "127.0.0.1:3000", "ftp://example.com", "http://", "http:///x", "http://:80",
+        "http://host:", "http://host:0", "http://host:65536", "http://host:80x", "http://user:pw@host", "http://ho st",
+        "http://[::1", "http://[]:80", "http://::1:80", "http://[::1]x", "//host:80", "http://host/a b"})
     CHECK_MESSAGE(!parseUpstream(bad).ok(), bad);
   CHECK(parseUpstream("ftp://x").error == "invalid -upstream \"ftp://x\": must look like http://host:port");
 }

@@ -199,7 +199,8 @@ TEST_CASE("man/concert.8 mentions every flag (when the man page exists)") {
     }
     return false;
   };
-  for (const Setting& s : settings()) CHECK_MESSAGE(mentions(std::string(s.name)), "man/concert.8 does not mention -", s.name);
+  for (const Setting& s : settings())
+    CHECK_MESSAGE(mentions(std::string(s.name)), "man/concert.8 does not mention -", s.name);
 }
 
 TEST_CASE("every YAML fixture in tests/fixtures/config fails with its expected error") {

@@ -137,11 +137,19 @@ TEST_CASE("reclaimDeadWorker returns exactly what the slot held") {
 
 TEST_CASE("stats snapshot reports every counter") {
   auto s = makeSegment(2);
-  const Counter all[] = {Counter::QueuedTotal,      Counter::EvictedTotal,           Counter::TimeoutsTotal,
-                         Counter::PromotedTotal,    Counter::AssetServedTotal,       Counter::AssetDeniedTotal,
-                         Counter::AssetUserThrottledTotal, Counter::AssetGlobalThrottledTotal,
-                         Counter::RingFullTotal,    Counter::PassTableFullTotal,     Counter::ReloadsTotal,
-                         Counter::WorkerRestartsTotal, Counter::SlotsReclaimedTotal};
+  const Counter all[] = {Counter::QueuedTotal,
+                         Counter::EvictedTotal,
+                         Counter::TimeoutsTotal,
+                         Counter::PromotedTotal,
+                         Counter::AssetServedTotal,
+                         Counter::AssetDeniedTotal,
+                         Counter::AssetUserThrottledTotal,
+                         Counter::AssetGlobalThrottledTotal,
+                         Counter::RingFullTotal,
+                         Counter::PassTableFullTotal,
+                         Counter::ReloadsTotal,
+                         Counter::WorkerRestartsTotal,
+                         Counter::SlotsReclaimedTotal};
   uint64_t n = 1;
   for (Counter c : all) s->count(c, n++);
   s->count(Counter::QueuedTotal);

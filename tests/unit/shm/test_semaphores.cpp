@@ -16,7 +16,9 @@ std::unique_ptr<Segment> makeSegment(int32_t cap, int32_t asset_cap = 3) {
   return Segment::create(g, cap, asset_cap);
 }
 
-bool readable(int fd, uint64_t* value) { return read(fd, value, sizeof(*value)) == sizeof(*value); }
+bool readable(int fd, uint64_t* value) {
+  return read(fd, value, sizeof(*value)) == sizeof(*value);
+}
 
 }  // namespace
 

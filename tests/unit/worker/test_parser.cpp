@@ -88,8 +88,9 @@ TEST_CASE("keep-alive, expect and upgrade flags") {
           ParseStatus::HeadDone);
   CHECK(p.request().expect_continue);
   p.reset();
-  REQUIRE(parseRequest(p, "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n")
-              .status == ParseStatus::HeadDone);
+  REQUIRE(
+      parseRequest(p, "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n")
+          .status == ParseStatus::HeadDone);
   CHECK(p.request().upgrade);
 }
 
@@ -143,7 +144,8 @@ TEST_CASE("hostile request heads are refused with the contract's status") {
   CHECK(errorOf("GET / HTTP/1.1\r\nHost: h\r\nName : v\r\n\r\n") == 400);
   CHECK(errorOf("GET / HTTP/1.1\r\nHost: h\r\n: v\r\n\r\n") == 400);
   CHECK(errorOf("GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n") == 400);
-  CHECK(errorOf("GET / HTTP/1.1\r\nHost: h\r\nX: a\x01" "b\r\n\r\n") == 400);
+  CHECK(errorOf("GET / HTTP/1.1\r\nHost: h\r\nX: a\x01"
+                "b\r\n\r\n") == 400);
   CHECK(errorOf("GET / HTTP/1.1\nHost: h\n\n") == 400);
   CHECK(errorOf("GET / HTTP/1.1\r\nHost: h\nX: y\r\n\r\n") == 400);
   // Host

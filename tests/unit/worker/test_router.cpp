@@ -10,8 +10,12 @@ using namespace concert::worker;
 
 namespace {
 
-config::PathRule exact(const char* p) { return {p, false}; }
-config::PathRule prefix(const char* p) { return {p, true}; }
+config::PathRule exact(const char* p) {
+  return {p, false};
+}
+config::PathRule prefix(const char* p) {
+  return {p, true};
+}
 
 config::Config routedConfig() {
   config::Config c;
