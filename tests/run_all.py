@@ -6,7 +6,8 @@ Suites:
     multi-process tests, built with ASan+UBSan);
   * Python suites tests/integration/test_*.py and tests/browser/test_*.py,
     each run in its own interpreter through tests/pysuite.py.
-A suite that crashes or prints no summary counts as one failure.
+A suite that crashes or prints no summary counts as one failure. The full
+output of every suite is kept in BUILD/test-logs/<suite>.log.
 """
 import argparse
 import os
@@ -74,6 +75,8 @@ def main():
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
 
+    log_dir = os.path.join(build, "test-logs")
+    os.makedirs(log_dir, exist_ok=True)
     total_passed = total_failed = total_skipped = 0
     failed_suites = []
 
@@ -90,6 +93,8 @@ def main():
                                 1800 if args.soak else 600)
             m = PYSUITE_RE.findall(out)
             passed, failed, skipped = (int(m[-1][0]), int(m[-1][1]), int(m[-1][2])) if m else (0, 0, 0)
+        with open(os.path.join(log_dir, name.replace("/", "_") + ".log"), "w") as f:
+            f.write(out)
         if not m or (rc != 0 and failed == 0):
             failed += 1  # crashed, timed out, or exited non-zero without a failing case
         ok = failed == 0

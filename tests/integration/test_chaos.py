@@ -353,7 +353,12 @@ class Load:
     def assets(self, secret):
         cookie = "concert_admit=" + mint_pass(secret)
         while not self.stop.is_set():
-            self.request("asset", "GET", "/assets/app.js", {"Cookie": cookie}, allowed=(200, 429, 503))
+            got = self.request("asset", "GET", "/assets/app.js", {"Cookie": cookie}, allowed=(200, 429, 503))
+            # Keep the pass as a browser does: past half its life Concert slides it
+            # forward in a Set-Cookie, and a run longer than the pass needs that.
+            for name, value in (got[1] if got else []):
+                if name.lower() == "set-cookie" and value.startswith("concert_admit="):
+                    cookie = value.split(";")[0]
             time.sleep(0.02)
 
     def status_polls(self):
