@@ -125,7 +125,7 @@ std::optional<std::string> slidePass(std::string_view secret, const std::optiona
                                      int64_t ttl_seconds, bool mint_if_missing) {
   if (current) {
     int64_t remaining = current->expiry - now;
-    if (remaining * 2 > ttl_seconds) return std::nullopt;
+    if (remaining > ttl_seconds / 2) return std::nullopt;  // same as remaining * 2 > ttl, without overflow
     std::string value = mintPass(secret, current->id, now + ttl_seconds);
     if (value.empty()) return std::nullopt;
     return value;
