@@ -199,19 +199,27 @@ void fillPosition(const SegmentCore& impl, uint64_t ticket, TicketView& view) {
   }
 }
 
+// The lookup render() and poll() share: a live waiting ticket is touched
+// (last seen = now) and returned; one past its TTL is retired (the view says
+// Expired); anything else leaves the view Unknown.
+TicketEntry* touchWaiting(SegmentCore& impl, const TicketCookie& cookie, Millis now, Millis ttl, TicketView& view) {
+  const Lookup found = findWaiting(impl, cookie);
+  if (!found.found) return nullptr;
+  TicketEntry& e = impl.entry(cookie.ticket);
+  if (elapsed32(now, e.last_seen.load(std::memory_order_relaxed)) > ttl) {
+    if (expire(impl, cookie.ticket, found.word)) view.state = TicketState::Expired;
+    return nullptr;
+  }
+  e.last_seen.store(low32(now), std::memory_order_relaxed);
+  return &e;
+}
+
 }  // namespace
 
 TicketView Segment::render(const TicketCookie& cookie, Millis now, Millis ttl) {
   Impl& impl = *impl_;
   TicketView view;
-  const Lookup found = findWaiting(impl, cookie);
-  if (!found.found) return view;
-  TicketEntry& e = impl.entry(cookie.ticket);
-  if (elapsed32(now, e.last_seen.load(std::memory_order_relaxed)) > ttl) {
-    if (expire(impl, cookie.ticket, found.word)) view.state = TicketState::Expired;
-    return view;
-  }
-  e.last_seen.store(low32(now), std::memory_order_relaxed);
+  if (!touchWaiting(impl, cookie, now, ttl, view)) return view;
   impl.layout.cookie_sent[impl.index(cookie.ticket)].store(low32(now), std::memory_order_relaxed);
   fillPosition(impl, cookie.ticket, view);
   return view;
@@ -220,14 +228,9 @@ TicketView Segment::render(const TicketCookie& cookie, Millis now, Millis ttl) {
 TicketView Segment::poll(const TicketCookie& cookie, Millis now, Millis ttl) {
   Impl& impl = *impl_;
   TicketView view;
-  const Lookup found = findWaiting(impl, cookie);
-  if (!found.found) return view;
-  TicketEntry& e = impl.entry(cookie.ticket);
-  if (elapsed32(now, e.last_seen.load(std::memory_order_relaxed)) > ttl) {
-    if (expire(impl, cookie.ticket, found.word)) view.state = TicketState::Expired;
-    return view;
-  }
-  e.last_seen.store(low32(now), std::memory_order_relaxed);
+  TicketEntry* found = touchWaiting(impl, cookie, now, ttl, view);
+  if (!found) return view;
+  TicketEntry& e = *found;
   const uint32_t last_poll = e.last_poll.load(std::memory_order_relaxed);
   if (last_poll != 0 && elapsed32(now, last_poll) < kPollInterval) {
     fillPosition(impl, cookie.ticket, view);
