@@ -2,12 +2,15 @@
 // format. OpenSSL provides the HMAC, the RNG and the constant-time compare.
 #include "common/admit_pass.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 
 #include <cstring>
+#include <string>
 
 namespace concert::common {
 namespace {
@@ -25,16 +28,87 @@ int decodeChar(char c) {
   return -1;
 }
 
+// One keyed HMAC-SHA256 context per thread, re-keyed only when the secret
+// changes: the one-shot HMAC() looks the algorithm up and sets the key on
+// every call, which costs more than the MAC of 24 bytes itself.
+class MacContext {
+ public:
+  ~MacContext() {
+    if (ctx_) EVP_MAC_CTX_free(ctx_);
+    if (mac_) EVP_MAC_free(mac_);
+  }
+
+  bool compute(std::string_view secret, const uint8_t* data, size_t size, uint8_t* out, size_t out_size) {
+    if (!ctx_ || secret != key_) {
+      if (!rekey(secret)) return false;
+    } else if (EVP_MAC_init(ctx_, nullptr, 0, nullptr) != 1) {  // same key, fresh state
+      return false;
+    }
+    unsigned char full[EVP_MAX_MD_SIZE];
+    size_t length = 0;
+    if (EVP_MAC_update(ctx_, data, size) != 1 || EVP_MAC_final(ctx_, full, &length, sizeof full) != 1 ||
+        length < out_size)
+      return false;
+    std::memcpy(out, full, out_size);
+    return true;
+  }
+
+ private:
+  bool rekey(std::string_view secret) {
+    if (!mac_) mac_ = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    if (!mac_) return false;
+    if (!ctx_) ctx_ = EVP_MAC_CTX_new(mac_);
+    if (!ctx_) return false;
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_END};
+    // An empty key is still a key: HMAC pads it with zeros.
+    static const unsigned char kEmpty[1] = {0};
+    const auto* key = secret.empty() ? kEmpty : reinterpret_cast<const unsigned char*>(secret.data());
+    if (EVP_MAC_init(ctx_, key, secret.size(), params) != 1) {
+      key_.clear();
+      EVP_MAC_CTX_free(ctx_);
+      ctx_ = nullptr;
+      return false;
+    }
+    key_.assign(secret);
+    return true;
+  }
+
+  EVP_MAC* mac_ = nullptr;
+  EVP_MAC_CTX* ctx_ = nullptr;
+  std::string key_;
+};
+
 // First 16 bytes of HMAC-SHA256(secret, raw[0,24)) into mac.
 bool computeMac(std::string_view secret, const uint8_t* raw, uint8_t* mac) {
-  unsigned char full[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), raw, kSignedBytes, full, &length) == nullptr ||
-      length < kMacBytes)
-    return false;
-  std::memcpy(mac, full, kMacBytes);
-  return true;
+  thread_local MacContext context;
+  return context.compute(secret, raw, kSignedBytes, mac, kMacBytes);
 }
+
+// Pass ids come from the CSPRNG in blocks: one RAND_bytes call per 256 ids
+// instead of one (with its fork check) per id. The block is process-local:
+// a forked child starts with an empty one and never reuses its parent's ids.
+class IdPool {
+ public:
+  IdPool() { pthread_atfork(nullptr, nullptr, &IdPool::forgetInChild); }
+
+  bool next(uint8_t* out, size_t n) {
+    if (n > sizeof block_) return RAND_bytes(out, static_cast<int>(n)) == 1;
+    if (g_used + n > sizeof block_) {
+      if (RAND_bytes(block_, sizeof block_) != 1) return false;
+      g_used = 0;
+    }
+    std::memcpy(out, block_ + g_used, n);
+    OPENSSL_cleanse(block_ + g_used, n);
+    g_used += n;
+    return true;
+  }
+
+ private:
+  static void forgetInChild() { g_used = sizeof block_; }
+  static inline thread_local size_t g_used = 4096;
+  static inline thread_local uint8_t block_[4096];
+};
 
 }  // namespace
 
@@ -95,8 +169,9 @@ std::string mintPass(std::string_view secret, const PassId& id, int64_t expiry) 
 }
 
 std::optional<std::string> mintNewPass(std::string_view secret, int64_t now, int64_t ttl_seconds) {
+  static IdPool pool;
   PassId id;
-  if (RAND_bytes(id.data(), static_cast<int>(id.size())) != 1) return std::nullopt;
+  if (!pool.next(id.data(), id.size())) return std::nullopt;
   std::string value = mintPass(secret, id, now + ttl_seconds);
   if (value.empty()) return std::nullopt;
   return value;

@@ -4,7 +4,6 @@
 // machine; the origin side is in proxy.cpp.
 #include "worker/connection.h"
 
-#include <event2/buffer.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -44,28 +43,28 @@ timeval toTimeval(Millis ms) {
   }
 
 ClientConnection::ClientConnection(Worker& worker, evutil_socket_t fd, std::string peer_ip)
-    : worker_(worker), parser_(MessageParser::Kind::Request), request_(parser_.request()) {
+    : worker_(worker),
+      fd_(fd),
+      client_(worker.base()),
+      parser_(MessageParser::Kind::Request),
+      request_(parser_.request()) {
   request_.peer_ip = std::move(peer_ip);
-  bev_ = bufferevent_socket_new(worker_.base(), fd, BEV_OPT_CLOSE_ON_FREE);
-  if (!bev_) evutil_closesocket(fd);
 }
 
 ClientConnection::~ClientConnection() {
-  if (bev_) bufferevent_free(bev_);
   if (head_timer_) event_free(head_timer_);
   if (response_timer_) event_free(response_timer_);
 }
 
 bool ClientConnection::start() {
-  if (!bev_) return false;
+  if (!client_.attach(fd_)) return false;
   head_timer_ = evtimer_new(worker_.base(), &ClientConnection::onHeadTimer, this);
   response_timer_ = evtimer_new(worker_.base(), &ClientConnection::onResponseTimer, this);
   if (!head_timer_ || !response_timer_) return false;
-  bufferevent_setcb(bev_, &ClientConnection::onClientRead, &ClientConnection::onClientWrite,
-                    &ClientConnection::onClientEvent, this);
-  bufferevent_setwatermark(bev_, EV_READ, 0, kHighWater);
-  bufferevent_setwatermark(bev_, EV_WRITE, kLowWater, 0);
-  bufferevent_enable(bev_, EV_READ | EV_WRITE);
+  client_.setCallbacks(&ClientConnection::onClientRead, &ClientConnection::onClientWrite,
+                       &ClientConnection::onClientEvent, this);
+  client_.setReadLimit(kHighWater);
+  client_.setWriteLowWater(kLowWater);
   idle_ = false;  // a new connection gets the head timeout, not the keep-alive idle one
   armHeadTimer(kHeadTimeout);
   return true;
@@ -73,7 +72,7 @@ bool ClientConnection::start() {
 
 // ------------------------------------------------------------ callbacks
 
-void ClientConnection::onClientRead(bufferevent*, void* arg) {
+void ClientConnection::onClientRead(Stream&, void* arg) {
   auto* c = static_cast<ClientConnection*>(arg);
   if (c->closed_) return;
   CONCERT_CALLBACK_GUARD(c, {
@@ -84,46 +83,47 @@ void ClientConnection::onClientRead(bufferevent*, void* arg) {
         if (!c->body_done_) c->pumpBody();
         break;
       case State::Tunnel: c->tunnelPump(); break;
-      case State::Lingering: {
-        evbuffer* in = bufferevent_get_input(c->bev_);
-        evbuffer_drain(in, evbuffer_get_length(in));
-        break;
-      }
+      case State::Lingering: c->client_.consumeAll(); break;
       case State::Parked:
       case State::Closing: break;
     }
   })
 }
 
-void ClientConnection::onClientWrite(bufferevent*, void* arg) {
+void ClientConnection::onClientWrite(Stream&, void* arg) {
   auto* c = static_cast<ClientConnection*>(arg);
   if (c->closed_) return;
   CONCERT_CALLBACK_GUARD(c, {
     switch (c->state_) {
       case State::Closing:
-        if (evbuffer_get_length(bufferevent_get_output(c->bev_)) == 0) c->startClosing();
+        if (c->client_.pendingOutput() == 0) c->startClosing();
         break;
       case State::Proxying:
         if (c->upstream_paused_ && c->upstream_) {
           c->upstream_paused_ = false;
-          bufferevent_enable(c->upstream_->bev, EV_READ);
+          c->upstream_->stream.enableRead();
           c->relayResponseBody();
         }
         break;
       case State::Tunnel: c->tunnelPump(); break;
+      case State::ReadingHead:
+        // The response is out and no byte of the next request is here: an
+        // idle keep-alive connection keeps no buffer memory.
+        if (c->idle_ && c->client_.pendingOutput() == 0 && c->client_.input().empty()) c->client_.trim();
+        break;
       default: break;
     }
   })
 }
 
-void ClientConnection::onClientEvent(bufferevent*, short events, void* arg) {
+void ClientConnection::onClientEvent(Stream&, short events, void* arg) {
   auto* c = static_cast<ClientConnection*>(arg);
   if (c->closed_) return;
   CONCERT_CALLBACK_GUARD(c, {
     // A client that stops sending while its final response is still being
     // flushed is not gone yet; anywhere else EOF or an error means gone (the
     // original cancels the request when the client's side closes).
-    if (c->state_ == State::Closing && (events & BEV_EVENT_EOF) && !(events & BEV_EVENT_ERROR)) return;
+    if (c->state_ == State::Closing && (events & Stream::kEof) && !(events & Stream::kError)) return;
     c->close();
   })
 }
@@ -147,10 +147,10 @@ void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len
   }
   switch (c->sink_) {
     case Sink::Upstream: {
-      evbuffer* out = bufferevent_get_output(c->upstream_->bev);
-      evbuffer_add_printf(out, "%zx\r\n", len);
-      evbuffer_add(out, data, len);
-      evbuffer_add(out, "\r\n", 2);
+      Stream& out = c->upstream_->stream;
+      out.writeChunkHeader(len);
+      out.write(data, len);
+      out.write("\r\n", 2);
       break;
     }
     case Sink::Collect:
@@ -169,18 +169,16 @@ void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len
 void ClientConnection::processInput() {
   if (in_process_) return;  // the loop below picks up the next pipelined request
   in_process_ = true;
-  evbuffer* in = bufferevent_get_input(bev_);
+  const Buffer& in = client_.input();
   while (!closed_ && state_ == State::ReadingHead) {
-    if (evbuffer_get_length(in) == 0) break;
+    if (in.empty()) break;
     if (idle_) {
       idle_ = false;
       armHeadTimer(kHeadTimeout);
     }
-    evbuffer_iovec vec;
-    if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1 || vec.iov_len == 0) break;
     size_t consumed = 0;
-    ParseStatus s = parser_.feedHead(static_cast<const char*>(vec.iov_base), vec.iov_len, &consumed);
-    evbuffer_drain(in, consumed);
+    ParseStatus s = parser_.feedHead(in.data(), in.size(), &consumed);
+    client_.consume(consumed);
     if (s == ParseStatus::NeedMore) continue;
     if (s == ParseStatus::Error) {
       failRequest(parser_.errorStatus());
@@ -239,7 +237,7 @@ void ClientConnection::dispatch() {
         bodyFinished();
         return;
       }
-      if (request_.expect_continue) bufferevent_write(bev_, kContinue, sizeof kContinue - 1);
+      if (request_.expect_continue) client_.write(kContinue, sizeof kContinue - 1);
       pumpBody();
       return;
     case Route::MethodNotAllowed: {
@@ -331,7 +329,7 @@ void ClientConnection::respondLocal(LocalResponse&& response, bool close_after) 
   wire.http10_keep_alive = !must_close && request_.http_minor == 0;
   scratch_.clear();
   serializeResponse(response, wire, scratch_);
-  bufferevent_write(bev_, scratch_.data(), scratch_.size());
+  client_.write(scratch_);
   const bool bodiless = status_ < 200 || status_ == 204 || status_ == 304;
   bytes_sent_ = (wire.head_request || bodiless) ? 0 : response.body.size();
   if (must_close || body_done_) {
@@ -350,39 +348,32 @@ void ClientConnection::respondLocal(LocalResponse&& response, bool close_after) 
 // ------------------------------------------------------------ request bodies
 
 void ClientConnection::pumpBody() {
-  evbuffer* in = bufferevent_get_input(bev_);
+  const Buffer& in = client_.input();
   while (!closed_ && !body_done_) {
-    size_t avail = evbuffer_get_length(in);
+    size_t avail = in.size();
     if (avail == 0) return;
-    evbuffer* up_out = nullptr;
     if (sink_ == Sink::Upstream) {
       if (!upstream_) return;
-      up_out = bufferevent_get_output(upstream_->bev);
-      if (evbuffer_get_length(up_out) >= kHighWater) return;  // resumed by onUpstreamWrite
+      if (upstream_->stream.pendingOutput() >= kHighWater) return;  // resumed by onUpstreamWrite
     }
     if (body_mode_ == BodyMode::Length) {
       size_t n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(avail), body_remaining_));
       switch (sink_) {
-        case Sink::Upstream: evbuffer_remove_buffer(in, up_out, n); break;
-        case Sink::Collect: {
-          size_t old = collected_.size();
-          collected_.resize(old + n);
-          evbuffer_remove(in, collected_.data() + old, n);
+        case Sink::Upstream: upstream_->stream.writeFrom(client_, n); break;
+        case Sink::Collect:
+          collected_.append(in.data(), n);
+          client_.consume(n);
           break;
-        }
-        case Sink::Discard: evbuffer_drain(in, n); break;
+        case Sink::Discard: client_.consume(n); break;
       }
       body_remaining_ -= static_cast<int64_t>(n);
       body_total_ += static_cast<int64_t>(n);
       if (body_remaining_ == 0) bodyFinished();
       continue;
     }
-    evbuffer_iovec vec;
-    if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1 || vec.iov_len == 0) return;
     size_t consumed = 0;
-    ParseStatus s = parser_.feedChunked(static_cast<const char*>(vec.iov_base), vec.iov_len, &consumed,
-                                        &ClientConnection::onChunkToUpstream, this);
-    evbuffer_drain(in, consumed);
+    ParseStatus s = parser_.feedChunked(in.data(), in.size(), &consumed, &ClientConnection::onChunkToUpstream, this);
+    client_.consume(consumed);
     if (body_error_ || s == ParseStatus::Error) {
       const int status = body_error_ ? 413 : 400;
       body_error_ = true;
@@ -404,8 +395,7 @@ void ClientConnection::bodyFinished() {
     case Sink::Collect: respondLocal(handleCap(worker_.context(), request_, collected_), false); return;
     case Sink::Discard: endRequest(true); return;
     case Sink::Upstream:
-      if (body_mode_ == BodyMode::Chunked && upstream_)
-        evbuffer_add(bufferevent_get_output(upstream_->bev), "0\r\n\r\n", 5);
+      if (body_mode_ == BodyMode::Chunked && upstream_) upstream_->stream.write("0\r\n\r\n", 5);
       armResponseTimer();
       return;
   }
@@ -453,28 +443,26 @@ void ClientConnection::endRequest(bool keep_alive) {
   state_ = State::ReadingHead;
   idle_ = true;
   armHeadTimer(kIdleTimeout);
-  bufferevent_enable(bev_, EV_READ);
+  client_.enableRead();
   processInput();
 }
 
 void ClientConnection::startClosing() {
   if (closed_) return;
-  evbuffer* out = bufferevent_get_output(bev_);
   if (state_ != State::Closing) {
     state_ = State::Closing;
-    bufferevent_disable(bev_, EV_READ);
-    bufferevent_setwatermark(bev_, EV_WRITE, 0, 0);
+    client_.disableRead();
+    client_.setWriteLowWater(0);
     armHeadTimer(kFlushTimeout);  // a client that never reads its answer is not waited for forever
   }
-  if (evbuffer_get_length(out) > 0) return;  // onClientWrite calls back when flushed
+  if (client_.pendingOutput() > 0) return;  // onClientWrite calls back when flushed
   // Lingering close: stop sending, keep reading (and dropping) briefly so a
   // client still uploading receives our answer instead of a reset.
   state_ = State::Lingering;
-  shutdown(bufferevent_getfd(bev_), SHUT_WR);
-  evbuffer* in = bufferevent_get_input(bev_);
-  evbuffer_drain(in, evbuffer_get_length(in));
-  bufferevent_setwatermark(bev_, EV_READ, 0, 0);
-  bufferevent_enable(bev_, EV_READ);
+  client_.shutdownWrite();
+  client_.setReadLimit(0);
+  client_.consumeAll();
+  client_.enableRead();
   armHeadTimer(kLingerTimeout);
 }
 
@@ -487,11 +475,8 @@ void ClientConnection::close() {
   dropUpstream(false);
   if (head_timer_) evtimer_del(head_timer_);
   if (response_timer_) evtimer_del(response_timer_);
-  if (bev_) {
-    bufferevent_setcb(bev_, nullptr, nullptr, nullptr, nullptr);
-    bufferevent_free(bev_);
-    bev_ = nullptr;
-  }
+  client_.setCallbacks(nullptr, nullptr, nullptr, nullptr);
+  client_.close();
   worker_.connectionClosed(this);
 }
 
@@ -503,8 +488,8 @@ void ClientConnection::closeIfIdle() {
   // and fail the request because of a drain; serve it instead: the read
   // callback fires for it and the response goes out with Connection: close.
   char probe;
-  ssize_t n = recv(bufferevent_getfd(bev_), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n > 0 || evbuffer_get_length(bufferevent_get_input(bev_)) > 0) return;
+  ssize_t n = recv(client_.fd(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0 || !client_.input().empty()) return;
   close();
 }
 

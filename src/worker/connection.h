@@ -1,4 +1,4 @@
-// One client connection: an explicit state machine on a bufferevent.
+// One client connection: an explicit state machine on a Stream (stream.h).
 //
 //   ReadingHead ──head──▶ (route) ──local──────────────▶ respond ─┐
 //        ▲                   │ guard: Wait ─▶ Parked ─▶ admit()    │
@@ -18,7 +18,6 @@
 // borrows an UpstreamConn from the worker's pool for the exchange.
 #pragma once
 
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include <list>
@@ -32,6 +31,7 @@
 #include "worker/request.h"
 #include "worker/response.h"
 #include "worker/router.h"
+#include "worker/stream.h"
 
 namespace concert::worker {
 
@@ -72,13 +72,13 @@ class ClientConnection {
   enum class UpPhase { None, AwaitHead, Body };
   enum class UpBody { Length, Chunked, UntilClose };
 
-  static void onClientRead(bufferevent* bev, void* arg);
-  static void onClientWrite(bufferevent* bev, void* arg);
-  static void onClientEvent(bufferevent* bev, short events, void* arg);
+  static void onClientRead(Stream& stream, void* arg);
+  static void onClientWrite(Stream& stream, void* arg);
+  static void onClientEvent(Stream& stream, short events, void* arg);
   static void onHeadTimer(evutil_socket_t, short, void* arg);
-  static void onUpstreamRead(bufferevent* bev, void* arg);
-  static void onUpstreamWrite(bufferevent* bev, void* arg);
-  static void onUpstreamEvent(bufferevent* bev, short events, void* arg);
+  static void onUpstreamRead(Stream& stream, void* arg);
+  static void onUpstreamWrite(Stream& stream, void* arg);
+  static void onUpstreamEvent(Stream& stream, short events, void* arg);
   static void onResponseTimer(evutil_socket_t, short, void* arg);
   static void onChunkToUpstream(void* arg, const char* data, size_t len);
   static void onChunkToClient(void* arg, const char* data, size_t len);
@@ -113,7 +113,8 @@ class ClientConnection {
   void armResponseTimer();
 
   Worker& worker_;
-  bufferevent* bev_ = nullptr;
+  int fd_;
+  Stream client_;
   event* head_timer_ = nullptr;
   MessageParser parser_;
   State state_ = State::ReadingHead;

@@ -11,10 +11,6 @@
 // connection is closed, so a truncated body is never mistaken for a whole one.
 #include "worker/proxy.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
-#include <openssl/err.h>
-
 #include <cerrno>
 #include <cstring>
 
@@ -199,7 +195,7 @@ void ClientConnection::startProxy() {
   dial_failures_ = 0;
   if (request_.expect_continue && !body_done_) {
     static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    bufferevent_write(bev_, kContinue, sizeof kContinue - 1);
+    client_.write(kContinue, sizeof kContinue - 1);
   }
   if (!connectUpstream(true)) return;
   if (body_done_)
@@ -221,10 +217,10 @@ bool ClientConnection::connectUpstream(bool allow_idle) {
   }
   upstream_ = conn;
   conn->parser.reset();
-  bufferevent_setcb(conn->bev, &ClientConnection::onUpstreamRead, &ClientConnection::onUpstreamWrite,
-                    &ClientConnection::onUpstreamEvent, this);
-  bufferevent_setwatermark(conn->bev, EV_WRITE, kLowWater, 0);
-  bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
+  conn->stream.setCallbacks(&ClientConnection::onUpstreamRead, &ClientConnection::onUpstreamWrite,
+                            &ClientConnection::onUpstreamEvent, this);
+  conn->stream.setWriteLowWater(kLowWater);
+  conn->stream.enableRead();
   sendRequestHead();
   return true;
 }
@@ -232,7 +228,7 @@ bool ClientConnection::connectUpstream(bool allow_idle) {
 void ClientConnection::sendRequestHead() {
   scratch_.clear();
   buildUpstreamRequestHead(request_, worker_.config(), scratch_);
-  bufferevent_write(upstream_->bev, scratch_.data(), scratch_.size());
+  upstream_->stream.write(scratch_);
 }
 
 void ClientConnection::armResponseTimer() {
@@ -257,13 +253,13 @@ void ClientConnection::dropUpstream(bool reusable) {
     worker_.upstreams().discard(conn);
 }
 
-void ClientConnection::onUpstreamRead(bufferevent*, void* arg) {
+void ClientConnection::onUpstreamRead(Stream&, void* arg) {
   auto* c = static_cast<ClientConnection*>(arg);
   if (c->closed_) return;
   CONCERT_UPSTREAM_GUARD(c, c->upstreamRead())
 }
 
-void ClientConnection::onUpstreamWrite(bufferevent*, void* arg) {
+void ClientConnection::onUpstreamWrite(Stream&, void* arg) {
   auto* c = static_cast<ClientConnection*>(arg);
   if (c->closed_) return;
   CONCERT_UPSTREAM_GUARD(c, {
@@ -274,7 +270,7 @@ void ClientConnection::onUpstreamWrite(bufferevent*, void* arg) {
   })
 }
 
-void ClientConnection::onUpstreamEvent(bufferevent*, short events, void* arg) {
+void ClientConnection::onUpstreamEvent(Stream&, short events, void* arg) {
   auto* c = static_cast<ClientConnection*>(arg);
   if (c->closed_) return;
   CONCERT_UPSTREAM_GUARD(c, c->upstreamEvent(events))
@@ -291,60 +287,49 @@ void ClientConnection::onResponseTimer(evutil_socket_t, short, void* arg) {
 void ClientConnection::onChunkToClient(void* arg, const char* data, size_t len) {
   auto* c = static_cast<ClientConnection*>(arg);
   if (len == 0) return;
-  evbuffer* out = bufferevent_get_output(c->bev_);
+  Stream& out = c->client_;
   if (c->client_framing_ == ClientFraming::Chunked) {
-    evbuffer_add_printf(out, "%zx\r\n", len);
-    evbuffer_add(out, data, len);
-    evbuffer_add(out, "\r\n", 2);
+    out.writeChunkHeader(len);
+    out.write(data, len);
+    out.write("\r\n", 2);
   } else {
-    evbuffer_add(out, data, len);
+    out.write(data, len);
   }
   c->bytes_sent_ += len;
 }
 
 void ClientConnection::upstreamEvent(short events) {
-  const int saved_errno = errno;
-  if (events & BEV_EVENT_CONNECTED) {
+  if (events & Stream::kConnected) {
     upstream_->connected = true;
-    bufferevent_set_timeouts(upstream_->bev, nullptr, nullptr);
     return;
   }
   if (state_ == State::Tunnel) {
     // The origin ended the tunnel: hand the client what is left, then close.
-    evbuffer_add_buffer(bufferevent_get_output(bev_), bufferevent_get_input(upstream_->bev));
+    client_.writeFrom(upstream_->stream, upstream_->stream.input().size());
     endRequest(false);
     return;
   }
-  if (up_phase_ == UpPhase::Body && up_body_ == UpBody::UntilClose && (events & BEV_EVENT_EOF) &&
-      !(events & BEV_EVENT_ERROR)) {
+  if (up_phase_ == UpPhase::Body && up_body_ == UpBody::UntilClose && (events & Stream::kEof) &&
+      !(events & Stream::kError)) {
     relayResponseBody();
     if (closed_) return;
-    evbuffer* in = bufferevent_get_input(upstream_->bev);
-    if (evbuffer_get_length(in) > 0) {  // the client is slow: move the tail regardless of the watermark
-      size_t n = evbuffer_get_length(in);
-      evbuffer* out = bufferevent_get_output(bev_);
-      if (client_framing_ == ClientFraming::Chunked) evbuffer_add_printf(out, "%zx\r\n", n);
-      evbuffer_remove_buffer(in, out, n);
-      if (client_framing_ == ClientFraming::Chunked) evbuffer_add(out, "\r\n", 2);
+    size_t n = upstream_->stream.input().size();
+    if (n > 0) {  // the client is slow: move the tail regardless of the watermark
+      if (client_framing_ == ClientFraming::Chunked) client_.writeChunkHeader(n);
+      client_.writeFrom(upstream_->stream, n);
+      if (client_framing_ == ClientFraming::Chunked) client_.write("\r\n", 2);
       bytes_sent_ += n;
     }
-    if (client_framing_ == ClientFraming::Chunked) evbuffer_add(bufferevent_get_output(bev_), "0\r\n\r\n", 5);
+    if (client_framing_ == ClientFraming::Chunked) client_.write("0\r\n\r\n", 5);
     responseComplete();
     return;
   }
 
   std::string reason;
-  if (events & BEV_EVENT_TIMEOUT) {
+  if (events & Stream::kTimeout) {
     reason = upstream_->connected ? "timeout" : "dial timeout";
-  } else if (events & BEV_EVENT_ERROR) {
-    unsigned long ssl_error = worker_.config().upstream.https ? bufferevent_get_openssl_error(upstream_->bev) : 0;
-    if (ssl_error) {
-      char buf[256];
-      ERR_error_string_n(ssl_error, buf, sizeof buf);
-      reason = buf;
-    } else {
-      reason = saved_errno ? std::strerror(saved_errno) : "connection error";
-    }
+  } else if (events & Stream::kError) {
+    reason = upstream_->stream.errorReason();
   } else {
     reason = "origin closed the connection";
   }
@@ -394,15 +379,13 @@ void ClientConnection::upstreamRead() {
     tunnelPump();
     return;
   }
-  evbuffer* in = bufferevent_get_input(upstream_->bev);
   while (!closed_ && upstream_ && up_phase_ == UpPhase::AwaitHead) {
-    if (evbuffer_get_length(in) == 0) return;
-    evbuffer_iovec vec;
-    if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1 || vec.iov_len == 0) return;
+    const Buffer& in = upstream_->stream.input();
+    if (in.empty()) return;
     size_t consumed = 0;
     MessageParser& parser = upstream_->parser;
-    ParseStatus s = parser.feedHead(static_cast<const char*>(vec.iov_base), vec.iov_len, &consumed);
-    evbuffer_drain(in, consumed);
+    ParseStatus s = parser.feedHead(in.data(), in.size(), &consumed);
+    upstream_->stream.consume(consumed);
     if (s == ParseStatus::NeedMore) continue;
     if (s == ParseStatus::Error) {
       std::string reason = "malformed response head: ";
@@ -429,7 +412,7 @@ void ClientConnection::upstreamRead() {
         !request_.keep_alive || worker_.draining() || client_framing_ == ClientFraming::Close || !body_done_;
     scratch_.clear();
     buildClientResponseHead(head, request_, client_framing_, close_after_response_, extra_headers_, scratch_);
-    bufferevent_write(bev_, scratch_.data(), scratch_.size());
+    client_.write(scratch_);
     status_ = head.status;
     response_started_ = true;
     up_phase_ = UpPhase::Body;
@@ -454,24 +437,23 @@ void ClientConnection::upstreamRead() {
 
 void ClientConnection::relayResponseBody() {
   if (!upstream_) return;
-  evbuffer* in = bufferevent_get_input(upstream_->bev);
-  evbuffer* out = bufferevent_get_output(bev_);
   while (!closed_ && upstream_ && up_phase_ == UpPhase::Body) {
-    if (evbuffer_get_length(out) >= kHighWater) {
+    if (client_.pendingOutput() >= kHighWater) {
       // The client reads slower than the origin sends: stop reading the
       // origin until the client's buffer drains (onClientWrite).
       if (!upstream_paused_) {
         upstream_paused_ = true;
-        bufferevent_disable(upstream_->bev, EV_READ);
+        upstream_->stream.disableRead();
       }
       return;
     }
-    size_t avail = evbuffer_get_length(in);
+    Stream& origin = upstream_->stream;
+    size_t avail = origin.input().size();
     if (avail == 0) return;
     switch (up_body_) {
       case UpBody::Length: {
         size_t n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(avail), up_remaining_));
-        evbuffer_remove_buffer(in, out, n);
+        client_.writeFrom(origin, n);
         bytes_sent_ += n;
         up_remaining_ -= static_cast<int64_t>(n);
         if (up_remaining_ == 0) {
@@ -481,25 +463,23 @@ void ClientConnection::relayResponseBody() {
         break;
       }
       case UpBody::UntilClose:
-        if (client_framing_ == ClientFraming::Chunked) evbuffer_add_printf(out, "%zx\r\n", avail);
-        evbuffer_remove_buffer(in, out, avail);
-        if (client_framing_ == ClientFraming::Chunked) evbuffer_add(out, "\r\n", 2);
+        if (client_framing_ == ClientFraming::Chunked) client_.writeChunkHeader(avail);
+        client_.writeFrom(origin, avail);
+        if (client_framing_ == ClientFraming::Chunked) client_.write("\r\n", 2);
         bytes_sent_ += avail;
         break;
       case UpBody::Chunked: {
-        evbuffer_iovec vec;
-        if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1 || vec.iov_len == 0) return;
         size_t consumed = 0;
-        ParseStatus s = upstream_->parser.feedChunked(static_cast<const char*>(vec.iov_base), vec.iov_len, &consumed,
+        ParseStatus s = upstream_->parser.feedChunked(origin.input().data(), avail, &consumed,
                                                       &ClientConnection::onChunkToClient, this);
-        evbuffer_drain(in, consumed);
+        origin.consume(consumed);
         if (s == ParseStatus::Error) {
           LOG_ERROR("upstream error %s %s: malformed chunked body", request_.method.c_str(), request_.path.c_str());
           endRequest(false);
           return;
         }
         if (s == ParseStatus::BodyDone) {
-          if (client_framing_ == ClientFraming::Chunked) evbuffer_add(out, "0\r\n\r\n", 5);
+          if (client_framing_ == ClientFraming::Chunked) client_.write("0\r\n\r\n", 5);
           responseComplete();
           return;
         }
@@ -514,10 +494,9 @@ void ClientConnection::responseComplete() {
   bool reusable = false;
   if (upstream_) {
     const ResponseHead& head = upstream_->parser.response();
-    reusable = head.keep_alive && up_body_ != UpBody::UntilClose && body_done_ &&
-               evbuffer_get_length(bufferevent_get_input(upstream_->bev)) == 0 &&
-               evbuffer_get_length(bufferevent_get_output(upstream_->bev)) == 0;
-    if (upstream_paused_) bufferevent_enable(upstream_->bev, EV_READ);
+    reusable = head.keep_alive && up_body_ != UpBody::UntilClose && body_done_ && upstream_->stream.input().empty() &&
+               upstream_->stream.pendingOutput() == 0;
+    if (upstream_paused_) upstream_->stream.enableRead();
   }
   dropUpstream(reusable);
   endRequest(!close_after_response_ && body_done_);
@@ -529,7 +508,7 @@ void ClientConnection::startTunnel() {
   const ResponseHead& head = upstream_->parser.response();
   scratch_.clear();
   buildClientResponseHead(head, request_, ClientFraming::None, false, extra_headers_, scratch_);
-  bufferevent_write(bev_, scratch_.data(), scratch_.size());
+  client_.write(scratch_);
   status_ = 101;
   response_started_ = true;
   up_phase_ = UpPhase::None;
@@ -540,22 +519,21 @@ void ClientConnection::startTunnel() {
 
 void ClientConnection::tunnelPump() {
   if (!upstream_) return;
-  evbuffer* client_in = bufferevent_get_input(bev_);
-  evbuffer* client_out = bufferevent_get_output(bev_);
-  evbuffer* origin_in = bufferevent_get_input(upstream_->bev);
-  evbuffer* origin_out = bufferevent_get_output(upstream_->bev);
+  Stream& origin = upstream_->stream;
   // Each direction moves only while its destination is below the watermark;
   // a full destination stops reading its source until it drains.
-  if (evbuffer_get_length(origin_out) < kHighWater) {
-    evbuffer_add_buffer(origin_out, client_in);
-    bufferevent_enable(bev_, EV_READ);
-  }
-  if (evbuffer_get_length(client_out) < kHighWater) {
-    bytes_sent_ += evbuffer_get_length(origin_in);
-    evbuffer_add_buffer(client_out, origin_in);
-    bufferevent_enable(upstream_->bev, EV_READ);
+  if (origin.pendingOutput() < kHighWater) {
+    origin.writeFrom(client_, client_.input().size());
+    client_.enableRead();
   } else {
-    bufferevent_disable(upstream_->bev, EV_READ);
+    client_.disableRead();
+  }
+  if (client_.pendingOutput() < kHighWater) {
+    bytes_sent_ += origin.input().size();
+    client_.writeFrom(origin, origin.input().size());
+    origin.enableRead();
+  } else {
+    origin.disableRead();
   }
 }
 

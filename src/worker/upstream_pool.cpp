@@ -4,9 +4,7 @@
 #include "worker/upstream_pool.h"
 
 #include <arpa/inet.h>
-#include <event2/bufferevent_ssl.h>
 #include <netdb.h>
-#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -99,12 +97,11 @@ UpstreamConn* UpstreamPool::dial(std::string* error) {
       return nullptr;
     }
   }
-  auto* conn = new UpstreamConn(this);
+  SSL* ssl = nullptr;
   if (upstream_.https) {
-    SSL* ssl = SSL_new(ssl_ctx_);
+    ssl = SSL_new(ssl_ctx_);
     if (!ssl) {
       *error = "cannot create TLS session";
-      delete conn;
       return nullptr;
     }
     if (host_is_ip_) {
@@ -114,30 +111,13 @@ UpstreamConn* UpstreamPool::dial(std::string* error) {
       X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(ssl), X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
       X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), upstream_.host.c_str(), 0);
     }
-    conn->bev = bufferevent_openssl_socket_new(base_, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
-    if (conn->bev) bufferevent_openssl_set_allow_dirty_shutdown(conn->bev, 1);
-  } else {
-    conn->bev = bufferevent_socket_new(base_, -1, BEV_OPT_CLOSE_ON_FREE);
   }
-  if (!conn->bev) {
-    *error = "cannot create connection";
-    delete conn;
-    return nullptr;
-  }
-  timeval dial_timeout{kDialTimeoutSeconds, 0};
-  bufferevent_set_timeouts(conn->bev, &dial_timeout, &dial_timeout);
+  auto* conn = new UpstreamConn(this, base_);
   conn->address = current_ % addrs_.size();
   Address& a = addrs_[conn->address];
-  if (bufferevent_socket_connect(conn->bev, reinterpret_cast<sockaddr*>(&a.addr), static_cast<int>(a.len)) < 0) {
-    error->assign("connect: ").append(std::strerror(errno));
-    bufferevent_free(conn->bev);
-    delete conn;
+  if (!conn->stream.connect(reinterpret_cast<sockaddr*>(&a.addr), a.len, ssl, kDialTimeout, error)) {
+    delete conn;  // the stream owned (and freed) the TLS session
     return nullptr;
-  }
-  evutil_socket_t fd = bufferevent_getfd(conn->bev);
-  if (fd >= 0) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
   return conn;
 }
@@ -156,23 +136,15 @@ void UpstreamPool::giveBack(UpstreamConn* conn) {
   conn->reused = false;
   conn->idle_since = monotonicMs();
   conn->parser.reset();
-  bufferevent_set_timeouts(conn->bev, nullptr, nullptr);
-  bufferevent_setwatermark(conn->bev, EV_READ, 0, 0);
-  bufferevent_setcb(conn->bev, &UpstreamPool::onIdleRead, nullptr, &UpstreamPool::onIdleEvent, conn);
-  bufferevent_enable(conn->bev, EV_READ);
+  conn->stream.setCallbacks(&UpstreamPool::onIdleRead, nullptr, &UpstreamPool::onIdleEvent, conn);
+  conn->stream.trim();
+  conn->stream.enableRead();
   idle_.push_back(conn);
 }
 
 void UpstreamPool::discard(UpstreamConn* conn) {
-  if (!conn) return;
-  if (conn->bev) {
-    bufferevent_setcb(conn->bev, nullptr, nullptr, nullptr, nullptr);
-    if (upstream_.https) {
-      SSL* ssl = bufferevent_openssl_get_ssl(conn->bev);
-      if (ssl) SSL_set_shutdown(ssl, SSL_RECEIVED_SHUTDOWN);
-    }
-    bufferevent_free(conn->bev);
-  }
+  // Deleting the stream from inside one of its callbacks is safe: it notices
+  // and touches nothing afterwards (stream.h).
   delete conn;
 }
 
@@ -188,14 +160,14 @@ void UpstreamPool::closeIdle() {
 }
 
 // An idle connection must stay silent: data or EOF means it is not reusable.
-void UpstreamPool::onIdleRead(bufferevent*, void* arg) {
+void UpstreamPool::onIdleRead(Stream&, void* arg) {
   auto* conn = static_cast<UpstreamConn*>(arg);
   UpstreamPool* pool = conn->pool;
   pool->removeIdle(conn);
   pool->discard(conn);
 }
 
-void UpstreamPool::onIdleEvent(bufferevent*, short, void* arg) {
+void UpstreamPool::onIdleEvent(Stream&, short, void* arg) {
   auto* conn = static_cast<UpstreamConn*>(arg);
   UpstreamPool* pool = conn->pool;
   pool->removeIdle(conn);

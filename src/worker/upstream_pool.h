@@ -3,7 +3,7 @@
 // connections for reuse.
 //
 // An UpstreamConn is in exactly one of two places: lent to one proxied
-// exchange (its bufferevent callbacks point at that client connection), or
+// exchange (its stream callbacks point at that client connection), or
 // idle in the pool (callbacks point at the pool, which closes it on any byte
 // or EOF from the origin, and after kIdleTimeout). Only connections whose
 // last response was framed cleanly and that the origin agreed to keep alive
@@ -12,7 +12,6 @@
 // shared with other processes: a worker that dies takes its sockets with it.
 #pragma once
 
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
@@ -24,15 +23,17 @@
 #include "common/clock.h"
 #include "config/config.h"
 #include "worker/http_parser.h"
+#include "worker/stream.h"
 
 namespace concert::worker {
 
 class UpstreamPool;
 
 struct UpstreamConn {
-  explicit UpstreamConn(UpstreamPool* owner) : pool(owner), parser(MessageParser::Kind::Response) {}
+  UpstreamConn(UpstreamPool* owner, event_base* base)
+      : pool(owner), stream(base), parser(MessageParser::Kind::Response) {}
   UpstreamPool* pool;
-  bufferevent* bev = nullptr;
+  Stream stream;
   MessageParser parser;
   bool connected = false;  // TCP (and TLS) handshake done
   size_t address = 0;      // index of the address dialled
@@ -44,7 +45,7 @@ class UpstreamPool {
  public:
   static constexpr size_t kMaxIdle = 256;
   static constexpr Millis kIdleTimeout = 90'000;
-  static constexpr int kDialTimeoutSeconds = 5;
+  static constexpr Millis kDialTimeout = 5'000;
   static constexpr Millis kResolveRetry = 5'000;
 
   UpstreamPool(event_base* base, const config::Upstream& upstream);
@@ -58,13 +59,13 @@ class UpstreamPool {
 
   // The most recently used idle connection, or nullptr.
   UpstreamConn* takeIdle();
-  // Starts a new connection. The caller sets the bufferevent callbacks before
-  // returning to the loop; the connect outcome arrives as BEV_EVENT_CONNECTED
+  // Starts a new connection. The caller sets the stream callbacks before
+  // returning to the loop; the connect outcome arrives as Stream::kConnected
   // or an error/timeout event. nullptr (with *error) when it cannot start.
   UpstreamConn* dial(std::string* error);
   // The exchange ended with clean framing and keep-alive: keep it for reuse.
   void giveBack(UpstreamConn* conn);
-  // Close and free.
+  // Close and free (safe from inside the connection's own callbacks).
   void discard(UpstreamConn* conn);
   void closeIdle();
   // The origin resolved to several addresses: a connect failure moves new
@@ -73,8 +74,8 @@ class UpstreamPool {
   size_t addressCount() const { return addrs_.size(); }
 
  private:
-  static void onIdleEvent(bufferevent* bev, short events, void* arg);
-  static void onIdleRead(bufferevent* bev, void* arg);
+  static void onIdleEvent(Stream& stream, short events, void* arg);
+  static void onIdleRead(Stream& stream, void* arg);
   static void onSweep(evutil_socket_t, short, void* arg);
   bool resolve(std::string* error);
   void removeIdle(UpstreamConn* conn);

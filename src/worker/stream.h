@@ -1,0 +1,173 @@
+// A non-blocking socket with its own input and output buffers: the data
+// path's replacement for libevent bufferevents, built to spend as few system
+// calls per request as possible.
+//
+// Each socket is registered with epoll once, edge-triggered, for reading,
+// writing and peer close (one epoll_ctl when it opens, none per request).
+// Reads go straight into the input buffer; a short read means the socket is
+// drained (a TCP socket returns less than asked only when it has no more), so
+// no extra read is spent waiting for EAGAIN. Writes are gathered: write()
+// appends to the output buffer and marks the stream dirty, and one flush at
+// the end of the current loop iteration sends everything each socket got
+// (response head and body in a single send()). A send that does not take
+// everything leaves the rest for the next EPOLLOUT edge.
+//
+// Level-triggered behaviour is emulated where the owner needs it: reading
+// stops while the input holds the read limit and resumes by itself when the
+// owner consumes input (consume(), writeFrom()) or re-enables reading.
+//
+// Callbacks mirror bufferevent's: read (new input), write (output drained to
+// the low-water mark), event (kEof, kError, kConnected, kTimeout). A callback
+// may close or destroy the stream it was called from; the stream notices and
+// touches nothing afterwards.
+//
+// TLS (client side, toward HTTPS origins) runs over the same socket through
+// OpenSSL's SSL_read/SSL_write; the handshake completes before kConnected.
+#pragma once
+
+#include <event2/event.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+
+namespace concert::worker {
+
+// Contiguous bytes with a consumed prefix: data() .. data()+size() is unread.
+class Buffer {
+ public:
+  Buffer() = default;
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  size_t size() const { return end_ - begin_; }
+  bool empty() const { return end_ == begin_; }
+  const char* data() const { return buf_ + begin_; }
+
+  void append(const void* data, size_t len);
+  void append(std::string_view s) { append(s.data(), s.size()); }
+  void appendChunkHeader(size_t len);  // "<hex>\r\n"
+  void drain(size_t len);
+  void clear() { begin_ = end_ = 0; }
+  void release();  // clear and give the memory back
+
+  // At least `len` writable bytes after the data; commit() what was filled.
+  char* reserve(size_t len);
+  void commit(size_t len) { end_ += len; }
+  size_t spare() const { return cap_ - end_; }
+
+ private:
+  char* buf_ = nullptr;
+  size_t cap_ = 0;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+class Stream {
+ public:
+  enum Event : short { kEof = 1, kError = 2, kConnected = 4, kTimeout = 8 };
+  using DataCallback = void (*)(Stream& stream, void* arg);
+  using EventCallback = void (*)(Stream& stream, short events, void* arg);
+
+  static constexpr size_t kDefaultReadLimit = 256 * 1024;
+
+  explicit Stream(event_base* base);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // An accepted socket: made non-blocking and registered. false: fd closed.
+  bool attach(int fd);
+  // A new non-blocking connection to `addr`; kConnected (after the TLS
+  // handshake when `ssl` is given, which the stream then owns) or
+  // kError/kTimeout follows. false with *error when it cannot even start.
+  bool connect(const sockaddr* addr, socklen_t len, SSL* ssl, Millis timeout, std::string* error);
+  // Closes the socket and drops both buffers; no callback runs afterwards.
+  void close();
+
+  void setCallbacks(DataCallback read, DataCallback write, EventCallback event, void* arg);
+  void setReadLimit(size_t limit) { read_limit_ = limit ? limit : SIZE_MAX; }
+  void setWriteLowWater(size_t low) { low_water_ = low; }
+  void enableRead();
+  void disableRead() { read_enabled_ = false; }
+
+  // Input: look at input(), then consume() what was used.
+  const Buffer& input() const { return in_; }
+  void consume(size_t len);
+  void consumeAll() { consume(in_.size()); }
+
+  // Output, sent at the end of this loop iteration.
+  void write(const void* data, size_t len);
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  void writeChunkHeader(size_t len);
+  void writeFrom(Stream& source, size_t len);  // moves source input to this output
+  size_t pendingOutput() const { return out_.size(); }
+  // Gives back the memory of empty buffers (an idle keep-alive connection
+  // then costs no buffer space until its next request).
+  void trim();
+
+  // Stops sending (FIN) once the output is flushed; the caller checks
+  // pendingOutput() == 0 first.
+  void shutdownWrite();
+
+  int fd() const { return fd_; }
+  bool isOpen() const { return fd_ >= 0; }
+  bool connected() const { return connected_; }
+  // Why the last kError happened: errno text or the TLS library's message.
+  const std::string& errorReason() const { return error_reason_; }
+
+  // Sends the output of every stream written since the last flush; runs by
+  // itself at the end of the loop iteration.
+  static void flushAll();
+
+ private:
+  static void onEvent(evutil_socket_t fd, short what, void* arg);
+  static void onConnectTimeout(evutil_socket_t, short, void* arg);
+
+  bool registerEvent();
+  void handle(short what);
+  void handshake();
+  void finishConnect();
+  void readInput();
+  bool flushOutput();  // false when the stream was closed or destroyed meanwhile
+  void markDirty();
+  void fail(int err, const char* tls_context = nullptr);
+  // Runs a callback; false when the stream was destroyed or closed by it.
+  template <typename Call>
+  bool invoke(Call call);
+  bool notifyRead();
+  bool notifyWrite();
+  bool notifyEvent(short events);
+
+  event_base* base_;
+  event* ev_ = nullptr;
+  event* connect_timer_ = nullptr;
+  int fd_ = -1;
+  SSL* ssl_ = nullptr;
+  Buffer in_;
+  Buffer out_;
+  DataCallback read_cb_ = nullptr;
+  DataCallback write_cb_ = nullptr;
+  EventCallback event_cb_ = nullptr;
+  void* arg_ = nullptr;
+  size_t read_limit_ = kDefaultReadLimit;
+  size_t low_water_ = 0;
+  bool read_enabled_ = true;
+  bool readable_ = false;     // an EPOLLIN edge arrived and the socket may hold more
+  bool peer_closed_ = false;  // EPOLLRDHUP seen: read until EOF
+  bool eof_ = false;
+  bool connecting_ = false;
+  bool handshaking_ = false;
+  bool connected_ = false;
+  bool dirty_ = false;  // queued for the end-of-iteration flush
+  bool in_handle_ = false;
+  bool* destroyed_ = nullptr;  // set by the destructor for a callback still on the stack
+  std::string error_reason_;
+};
+
+}  // namespace concert::worker
