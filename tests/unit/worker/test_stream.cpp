@@ -1,0 +1,269 @@
+// Buffer and Stream (src/worker/stream.h) over real sockets and a real
+// libevent loop: edge-triggered reads emulating level-triggered ones, the
+// read limit and its resumption, gathered writes, EOF after data, errors,
+// connects, and a stream destroyed from inside its own callback.
+#include <doctest/doctest.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "worker/stream.h"
+
+using namespace concert::worker;
+
+namespace {
+
+struct Loop {
+  event_base* base = event_base_new();
+  ~Loop() { event_base_free(base); }
+  // Runs the loop until `done` holds or `turns` iterations passed.
+  void runUntil(const std::function<bool()>& done, int turns = 2000) {
+    for (int i = 0; i < turns && !done(); ++i) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+  }
+};
+
+struct Pair {
+  int ours = -1;
+  int theirs = -1;
+  Pair() {
+    int fds[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
+    ours = fds[0];
+    theirs = fds[1];
+  }
+  ~Pair() {
+    if (theirs >= 0) close(theirs);
+  }
+  std::string readTheirs() {
+    std::string out;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(theirs, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+};
+
+struct Recorder {
+  std::string data;
+  short events = 0;
+  int reads = 0;
+  int writes = 0;
+  size_t consume_at_most = SIZE_MAX;  // per read callback
+  static void onRead(Stream& s, void* arg) {
+    auto* r = static_cast<Recorder*>(arg);
+    ++r->reads;
+    size_t n = std::min(s.input().size(), r->consume_at_most);
+    r->data.append(s.input().data(), n);
+    s.consume(n);
+  }
+  static void onWrite(Stream&, void* arg) { ++static_cast<Recorder*>(arg)->writes; }
+  static void onEvent(Stream&, short events, void* arg) { static_cast<Recorder*>(arg)->events |= events; }
+};
+
+std::string pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (i * 7 + i / 251) % 26);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("Buffer: append, drain, compaction and chunk headers") {
+  Buffer b;
+  CHECK(b.empty());
+  b.append("hello world");
+  b.drain(6);
+  CHECK(std::string(b.data(), b.size()) == "world");
+  // Reserving more than the spare space keeps the unread bytes in order.
+  char* at = b.reserve(100000);
+  std::memset(at, 'x', 100000);
+  b.commit(100000);
+  CHECK(b.size() == 100005);
+  CHECK(std::string(b.data(), 5) == "world");
+  b.drain(b.size());
+  CHECK(b.empty());
+  b.appendChunkHeader(0);
+  b.appendChunkHeader(255);
+  b.appendChunkHeader(0x1a2b3c);
+  CHECK(std::string(b.data(), b.size()) == "0\r\nff\r\n1a2b3c\r\n");
+  b.release();
+  CHECK(b.empty());
+}
+
+TEST_CASE("Stream: reads arrive, writes are gathered into one flush") {
+  Loop loop;
+  Pair pair;
+  Recorder rec;
+  Stream s(loop.base);
+  REQUIRE(s.attach(pair.ours));
+  s.setCallbacks(&Recorder::onRead, &Recorder::onWrite, &Recorder::onEvent, &rec);
+  REQUIRE(write(pair.theirs, "GET / HTTP/1.1\r\n\r\n", 18) == 18);
+  loop.runUntil([&] { return rec.data.size() == 18; });
+  CHECK(rec.data == "GET / HTTP/1.1\r\n\r\n");
+  s.write("HTTP/1.1 200 OK\r\n");
+  s.write("Content-Length: 2\r\n\r\n");
+  s.write("ok");
+  CHECK(s.pendingOutput() > 0);  // nothing is sent before the loop turns
+  loop.runUntil([&] { return s.pendingOutput() == 0; });
+  CHECK(pair.readTheirs() == "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  CHECK(rec.writes >= 1);
+  CHECK(rec.events == 0);
+}
+
+TEST_CASE("Stream: a read limit pauses reading and consuming resumes it without a new edge") {
+  Loop loop;
+  Pair pair;
+  Recorder rec;
+  rec.consume_at_most = 0;  // the owner holds everything at first
+  Stream s(loop.base);
+  REQUIRE(s.attach(pair.ours));
+  s.setReadLimit(32 * 1024);
+  s.setCallbacks(&Recorder::onRead, nullptr, &Recorder::onEvent, &rec);
+  const std::string sent = pattern(200 * 1024);
+  size_t written = 0;
+  // Fill until the socket pair refuses more: the stream must stop at its limit.
+  loop.runUntil(
+      [&] {
+        ssize_t n = write(pair.theirs, sent.data() + written, sent.size() - written);
+        if (n > 0) written += static_cast<size_t>(n);
+        return s.input().size() >= 32 * 1024;
+      },
+      5000);
+  loop.runUntil([] { return false; }, 50);  // more turns read nothing more
+  CHECK(s.input().size() >= 32 * 1024);
+  CHECK(s.input().size() < 32 * 1024 + 128 * 1024);
+  // Now the owner consumes: every byte must still arrive, in order, though
+  // the edges for the bytes already queued were reported long ago.
+  rec.consume_at_most = SIZE_MAX;
+  rec.data.assign(s.input().data(), s.input().size());
+  s.consumeAll();
+  loop.runUntil(
+      [&] {
+        if (written < sent.size()) {
+          ssize_t n = write(pair.theirs, sent.data() + written, sent.size() - written);
+          if (n > 0) written += static_cast<size_t>(n);
+        }
+        return rec.data.size() == sent.size();
+      },
+      20000);
+  CHECK(rec.data.size() == sent.size());
+  CHECK(rec.data == sent);
+}
+
+TEST_CASE("Stream: disabled reading keeps the bytes until it is enabled again") {
+  Loop loop;
+  Pair pair;
+  Recorder rec;
+  Stream s(loop.base);
+  REQUIRE(s.attach(pair.ours));
+  s.setCallbacks(&Recorder::onRead, nullptr, &Recorder::onEvent, &rec);
+  s.disableRead();
+  REQUIRE(write(pair.theirs, "abc", 3) == 3);
+  loop.runUntil([] { return false; }, 20);
+  CHECK(rec.data.empty());
+  s.enableRead();
+  loop.runUntil([&] { return rec.data == "abc"; });
+  CHECK(rec.data == "abc");
+}
+
+TEST_CASE("Stream: data then FIN gives the data first, then kEof") {
+  Loop loop;
+  Pair pair;
+  Recorder rec;
+  Stream s(loop.base);
+  REQUIRE(s.attach(pair.ours));
+  s.setCallbacks(&Recorder::onRead, nullptr, &Recorder::onEvent, &rec);
+  REQUIRE(write(pair.theirs, "last words", 10) == 10);
+  shutdown(pair.theirs, SHUT_WR);
+  loop.runUntil([&] { return rec.events != 0; });
+  CHECK(rec.data == "last words");
+  CHECK((rec.events & Stream::kEof) != 0);
+}
+
+TEST_CASE("Stream: writing to a peer that is gone reports kError with a reason") {
+  Loop loop;
+  Pair pair;
+  Recorder rec;
+  Stream s(loop.base);
+  REQUIRE(s.attach(pair.ours));
+  s.setCallbacks(&Recorder::onRead, nullptr, &Recorder::onEvent, &rec);
+  close(pair.theirs);
+  pair.theirs = -1;
+  s.write("anyone there?");
+  loop.runUntil([&] { return (rec.events & (Stream::kError | Stream::kEof)) != 0; });
+  CHECK((rec.events & (Stream::kError | Stream::kEof)) != 0);
+  if (rec.events & Stream::kError) CHECK(!s.errorReason().empty());
+}
+
+TEST_CASE("Stream: a callback may destroy its own stream") {
+  Loop loop;
+  Pair pair;
+  struct Owner {
+    std::unique_ptr<Stream> stream;
+    int calls = 0;
+  } owner;
+  owner.stream = std::make_unique<Stream>(loop.base);
+  REQUIRE(owner.stream->attach(pair.ours));
+  owner.stream->setCallbacks(
+      [](Stream&, void* arg) {
+        auto* o = static_cast<Owner*>(arg);
+        ++o->calls;
+        o->stream.reset();  // the stream is freed while its read callback runs
+      },
+      nullptr, nullptr, &owner);
+  owner.stream->write("pending output is dropped with it");
+  REQUIRE(write(pair.theirs, "x", 1) == 1);
+  loop.runUntil([&] { return owner.calls > 0; });
+  loop.runUntil([] { return false; }, 20);  // the flush must not touch the freed stream
+  CHECK(owner.calls == 1);
+  CHECK(!owner.stream);
+}
+
+TEST_CASE("Stream: connect succeeds against a listener and fails against a closed port") {
+  Loop loop;
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(listener, 8) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+
+  Recorder ok;
+  Stream good(loop.base);
+  std::string error;
+  REQUIRE(good.connect(reinterpret_cast<sockaddr*>(&addr), sizeof addr, nullptr, 5000, &error));
+  good.setCallbacks(&Recorder::onRead, nullptr, &Recorder::onEvent, &ok);
+  good.write("queued before the connect completes");
+  loop.runUntil([&] { return ok.events != 0 && good.pendingOutput() == 0; });
+  CHECK((ok.events & Stream::kConnected) != 0);
+  CHECK(good.connected());
+  int accepted = accept(listener, nullptr, nullptr);
+  REQUIRE(accepted >= 0);
+  char buf[64] = {};
+  ssize_t n = read(accepted, buf, sizeof buf);
+  CHECK(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0) == "queued before the connect completes");
+  close(accepted);
+
+  close(listener);  // the port is now closed
+  Recorder refused;
+  Stream bad(loop.base);
+  if (bad.connect(reinterpret_cast<sockaddr*>(&addr), sizeof addr, nullptr, 5000, &error)) {
+    bad.setCallbacks(&Recorder::onRead, nullptr, &Recorder::onEvent, &refused);
+    loop.runUntil([&] { return refused.events != 0; });
+    CHECK((refused.events & Stream::kError) != 0);
+    CHECK(!bad.errorReason().empty());
+  } else {
+    CHECK(!error.empty());
+  }
+}
