@@ -118,7 +118,7 @@ void MessageParser::reset() {
     request_.path.clear();
     request_.raw_path.clear();
     request_.query.clear();
-    request_.headers.clear();
+    recycleHeaders(request_.headers);
     request_.http_major = 1;
     request_.http_minor = 1;
     request_.content_length = -1;
@@ -129,7 +129,10 @@ void MessageParser::reset() {
     request_.peer_ip = std::move(peer);
     request_.tls = tls;
   } else {
+    recycleHeaders(response_.headers);
+    Headers headers = std::move(response_.headers);
     response_ = ResponseHead{};
+    response_.headers = std::move(headers);
   }
   in_body_ = false;
   last_was_value_ = false;
@@ -141,6 +144,26 @@ void MessageParser::reset() {
   header_bytes_ = 0;
   error_status_ = 0;
   error_reason_ = "";
+}
+
+// Header strings keep their heap buffers across messages: the next head's
+// headers reuse them instead of allocating two strings per header line.
+void MessageParser::recycleHeaders(Headers& headers) {
+  for (Header& h : headers) {
+    h.name.clear();
+    h.value.clear();
+    if (spare_.size() < kMaxSpareHeaders) spare_.push_back(std::move(h));
+  }
+  headers.clear();
+}
+
+void MessageParser::newHeader() {
+  if (spare_.empty()) {
+    headers_->emplace_back();
+    return;
+  }
+  headers_->push_back(std::move(spare_.back()));
+  spare_.pop_back();
 }
 
 ParseStatus MessageParser::fail(int status, const char* reason) {
@@ -171,7 +194,7 @@ int MessageParser::onHeaderField(llhttp_t* p, const char* at, size_t len) {
     return HPE_USER;
   }
   if (m->headers_->empty() || m->last_was_value_) {
-    m->headers_->emplace_back();
+    m->newHeader();
     m->header_bytes_ += 4;  // ": " and CRLF
   }
   m->headers_->back().name.append(at, len);

@@ -83,6 +83,8 @@ class MessageParser {
   static int onMessageComplete(llhttp_t* p);
 
   ParseStatus fail(int status, const char* reason);
+  void recycleHeaders(Headers& headers);
+  void newHeader();
   ParseStatus finishRequestHead();
   ParseStatus finishResponseHead();
   bool checkLineEnds(const char* data, size_t len);
@@ -94,6 +96,8 @@ class MessageParser {
   Request request_;
   ResponseHead response_;
   Headers* headers_;
+  Headers spare_;  // cleared headers whose strings keep their capacity
+  static constexpr size_t kMaxSpareHeaders = 64;
   bool in_body_ = false;
   bool last_was_value_ = false;
   bool head_done_ = false;

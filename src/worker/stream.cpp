@@ -20,7 +20,6 @@ namespace {
 
 constexpr size_t kReadChunk = 16 * 1024;  // free space ensured before a read
 constexpr size_t kMaxRead = 64 * 1024;    // most bytes taken in one read
-constexpr size_t kMinCapacity = 4 * 1024;
 
 // The streams written since the last flush, and the event that flushes them
 // at the end of the loop iteration. One event loop per worker process.
@@ -30,6 +29,40 @@ struct FlushQueue {
   std::vector<Stream*> dirty;
   bool flushing = false;
 };
+
+// Buffers start as one 16 KiB block from a small per-thread free list:
+// connections that go idle give their blocks back (Stream::trim) and the
+// next request takes one again without touching malloc.
+constexpr size_t kBlock = 16 * 1024;
+constexpr size_t kMaxFreeBlocks = 256;
+
+struct BlockList {
+  std::vector<char*> free;
+  ~BlockList() {
+    for (char* b : free) std::free(b);
+  }
+};
+
+BlockList& blocks() {
+  thread_local BlockList list;
+  return list;
+}
+
+char* takeBlock() {
+  BlockList& list = blocks();
+  if (list.free.empty()) return static_cast<char*>(std::malloc(kBlock));
+  char* b = list.free.back();
+  list.free.pop_back();
+  return b;
+}
+
+void giveBlock(char* b, size_t cap) {
+  BlockList& list = blocks();
+  if (cap == kBlock && list.free.size() < kMaxFreeBlocks)
+    list.free.push_back(b);
+  else
+    std::free(b);
+}
 
 FlushQueue& flushQueue() {
   static FlushQueue queue;
@@ -54,11 +87,11 @@ std::string tlsErrorText(const char* context) {
 // ------------------------------------------------------------------ Buffer
 
 Buffer::~Buffer() {
-  std::free(buf_);
+  release();
 }
 
 void Buffer::release() {
-  std::free(buf_);
+  if (buf_) giveBlock(buf_, cap_);
   buf_ = nullptr;
   cap_ = begin_ = end_ = 0;
 }
@@ -72,11 +105,11 @@ char* Buffer::reserve(size_t len) {
     end_ = used;
     return buf_ + end_;
   }
-  size_t cap = std::max({cap_ * 2, used + len, kMinCapacity});
-  char* grown = static_cast<char*>(std::malloc(cap));
+  size_t cap = std::max({cap_ * 2, used + len, kBlock});
+  char* grown = cap == kBlock ? takeBlock() : static_cast<char*>(std::malloc(cap));
   if (!grown) throw std::bad_alloc();
   if (used) std::memcpy(grown, buf_ + begin_, used);
-  std::free(buf_);
+  if (buf_) giveBlock(buf_, cap_);
   buf_ = grown;
   cap_ = cap;
   begin_ = 0;

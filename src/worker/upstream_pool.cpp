@@ -137,7 +137,6 @@ void UpstreamPool::giveBack(UpstreamConn* conn) {
   conn->idle_since = monotonicMs();
   conn->parser.reset();
   conn->stream.setCallbacks(&UpstreamPool::onIdleRead, nullptr, &UpstreamPool::onIdleEvent, conn);
-  conn->stream.trim();
   conn->stream.enableRead();
   idle_.push_back(conn);
 }
