@@ -1,8 +1,11 @@
-"""Shared plumbing for the end-to-end benchmarks (bench/e2e.py, bench/queue_scale.py).
+"""Shared plumbing for the end-to-end benchmarks (bench/e2e.py, bench/churn.py,
+bench/queue_scale.py).
 
 What it owns: starting and stopping the processes a benchmark run needs (nginx as
-origin or proxy, HAProxy, Concert, wrk), pinning them to CPUs, reading CPU time of
-a process tree from /proc, and minting `concert_admit` passes.
+origin or proxy, HAProxy, Concert, wrk in the foreground or background), pinning
+them to CPUs, reading CPU time (clock ticks or exact schedstat run time) and
+memory of a process tree from /proc, reading Concert's stats, and minting
+`concert_admit` passes.
 
 Every process is started here as a direct child, recorded in `Procs`, written to a
 pid file (so bench/run.sh's trap can stop it if Python itself is killed) and stopped
@@ -229,6 +232,40 @@ def tree_cpu_seconds(root):
     return total / CLK_TCK
 
 
+HAVE_SCHEDSTAT = os.path.exists("/proc/self/schedstat")
+
+
+def tree_cpu_ns(root):
+    """CPU time of root and its live descendants in nanoseconds, every thread included, from
+    /proc/PID/task/TID/schedstat (the scheduler's own run-time account, exact where utime+stime
+    come in clock ticks of 10 ms). Falls back to utime+stime when the kernel has no schedstat."""
+    if not HAVE_SCHEDSTAT:
+        return int(tree_cpu_seconds(root) * 1e9)
+    return sum(process_cpu_ns(pid) for pid in descendants(root))
+
+
+def process_cpu_ns(pid):
+    """CPU time of one process (all its threads), nanoseconds, from schedstat."""
+    if not HAVE_SCHEDSTAT:
+        try:
+            f = _stat_fields(pid)
+            return (int(f[11]) + int(f[12])) * 1000000000 // CLK_TCK
+        except (OSError, IndexError, ValueError):
+            return 0
+    total = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 def cpu_busy_seconds(cpu):
     """Busy time (all but idle and iowait) of one CPU since boot, from /proc/stat."""
     if cpu is None:
@@ -241,20 +278,28 @@ def cpu_busy_seconds(cpu):
     return 0.0
 
 
-def tree_memory_kib(root):
-    """Sum of RSS and of PSS (proportional: shared pages split between sharers) over the tree."""
-    rss = pss = 0
+def tree_memory_detail(root):
+    """Sums over the tree, KiB: rss, pss, and pss_own = Pss_Anon + Pss_Shmem (heap, stacks and
+    shared memory such as Concert's segment, without the file pages of the binary and libraries,
+    whose PSS moves whenever other processes on the machine map the same libraries)."""
+    out = {"rss": 0, "pss": 0, "pss_own": 0}
+    fields = {"Rss:": "rss", "Pss:": "pss", "Pss_Anon:": "pss_own", "Pss_Shmem:": "pss_own"}
     for pid in descendants(root):
         try:
             with open("/proc/%d/smaps_rollup" % pid) as f:
                 for line in f:
-                    if line.startswith("Rss:"):
-                        rss += int(line.split()[1])
-                    elif line.startswith("Pss:"):
-                        pss += int(line.split()[1])
-        except OSError:
+                    key = fields.get(line.split(None, 1)[0])
+                    if key:
+                        out[key] += int(line.split()[1])
+        except (OSError, IndexError, ValueError):
             continue
-    return rss, pss
+    return out
+
+
+def tree_memory_kib(root):
+    """Sum of RSS and of PSS (proportional: shared pages split between sharers) over the tree."""
+    d = tree_memory_detail(root)
+    return d["rss"], d["pss"]
 
 
 def largest_shared_mapping_kib(pid):
@@ -428,6 +473,32 @@ def concert_usable(binary):
     return out.returncode == 0
 
 
+def concert_stats(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/_room/stats" % port, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def leftover_waiting(port, settle=1.0):
+    """After the load has stopped, when every client has gone: the tickets still waiting with no page
+    request in flight (a -queue-hold run should leave none: a held request whose client closes the
+    connection gives its place up). Returns (live waiting, occupancy) or None if stats do not answer."""
+    time.sleep(settle)
+    try:
+        st = concert_stats(port)
+    except (OSError, ValueError):
+        return None
+    return st.get("live_queue_depth", 0), st.get("occupancy", 0)
+
+
+def concert_has_flag(binary, flag):
+    """True when `binary --help` lists `flag` (settings still being added are optional here)."""
+    try:
+        out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return re.search(r"(^|\s)%s(\s|=|$)" % re.escape(flag), out.stdout + out.stderr, re.M) is not None
+
+
 # ---------------------------------------------------------------- wrk
 
 WRK_DONE_LUA = """
@@ -475,6 +546,41 @@ request = function()
 end
 """
 
+# Requests pre-rendered by Python, one file per wrk thread (PREFIX.0,
+# PREFIX.1, ...), each request ending with the blank line (bodiless GETs).
+# wrk runs every thread's init() one after the other before it starts its
+# clock, while the threads already created send requests: reading one file
+# with a single read and splitting it keeps that head start to a fraction of
+# a second even with a million requests.
+WRK_REQUESTS_LUA = """
+local counter = 0
+setup = function(thread)
+  thread:set("tid", counter)
+  counter = counter + 1
+end
+init = function(args)
+  local prefix, delay_ms = args[1], tonumber(args[2])
+  local f = assert(io.open(prefix .. "." .. tid, "rb"))
+  local data = f:read("*a")
+  f:close()
+  reqs = {}
+  local pos = 1
+  while true do
+    local _, e = data:find("\\r\\n\\r\\n", pos, true)
+    if not e then break end
+    reqs[#reqs + 1] = data:sub(pos, e)
+    pos = e + 1
+  end
+  idx = 0
+  pause = delay_ms or 0
+end
+request = function()
+  idx = idx + 1
+  if idx > #reqs then idx = 1 end
+  return reqs[idx]
+end
+"""
+
 # wrk decides once, from the main script, whether delay() exists, so the
 # paced variant is a separate script.
 WRK_DELAY_LUA = """
@@ -491,29 +597,69 @@ def write_lua(tmp, name, text):
     return path
 
 
-def run_wrk(procs, pin, url, tmp, threads, connections, duration, script_args=None, script=None,
-            timeout_s=10):
-    """Runs wrk to completion and returns the dict printed by done()."""
+class WrkRun:
+    """One wrk process started in the background; finish() waits for it and returns its result."""
+
+    def __init__(self, procs, proc, out_path, duration):
+        self.procs = procs
+        self.proc = proc
+        self.out_path = out_path
+        self.duration = duration
+
+    def finish(self):
+        try:
+            self.proc.wait(self.duration + 60)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            self.procs.stop(self.proc)
+        text = read_text(self.out_path)
+        for line in text.splitlines():
+            if line.startswith("BENCH_JSON "):
+                return json.loads(line[len("BENCH_JSON "):])
+        raise RuntimeError("wrk printed no result:\n" + text[-2000:])
+
+
+def start_wrk(procs, pin, url, tmp, threads, connections, duration, script_args=None, script=None,
+              timeout_s=10):
+    """Starts wrk (pinned like the load generator) and returns a WrkRun."""
     lua = script or write_lua(tmp, "done.lua", WRK_DONE_LUA)
     cmd = pin.load(["wrk", "-t%d" % threads, "-c%d" % connections, "-d%ds" % duration, "--timeout",
                     "%ds" % timeout_s, "--latency", "-s", lua, url])
     if script_args:
         cmd += ["--"] + [str(a) for a in script_args]
-    out_path = os.path.join(tmp, "wrk.out")
+    out_path = os.path.join(tmp, "wrk-%d.out" % len(procs.items))
     with open(out_path, "wb") as out:
         proc = procs.start("wrk", cmd, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            proc.wait(duration + 60)
-        finally:
-            procs.stop(proc)
-    text = read_text(out_path)
-    for line in text.splitlines():
-        if line.startswith("BENCH_JSON "):
-            return json.loads(line[len("BENCH_JSON "):])
-    raise RuntimeError("wrk printed no result:\n" + text[-2000:])
+    return WrkRun(procs, proc, out_path, duration)
+
+
+def run_wrk(procs, pin, url, tmp, threads, connections, duration, script_args=None, script=None,
+            timeout_s=10):
+    """Runs wrk to completion and returns the dict printed by done()."""
+    return start_wrk(procs, pin, url, tmp, threads, connections, duration, script_args, script,
+                     timeout_s).finish()
 
 
 def lines_script(tmp, paced=False):
     if paced:
         return write_lua(tmp, "lines-paced.lua", WRK_LINES_LUA + WRK_DELAY_LUA + WRK_DONE_LUA)
     return write_lua(tmp, "lines.lua", WRK_LINES_LUA + WRK_DONE_LUA)
+
+
+def requests_script(tmp, paced=False):
+    if paced:
+        return write_lua(tmp, "requests-paced.lua", WRK_REQUESTS_LUA + WRK_DELAY_LUA + WRK_DONE_LUA)
+    return write_lua(tmp, "requests.lua", WRK_REQUESTS_LUA + WRK_DONE_LUA)
+
+
+def write_request_files(prefix, requests, threads):
+    """Deals `requests` (bytes, each ending in CRLF CRLF) round-robin into PREFIX.0 .. PREFIX.threads-1."""
+    files = [open("%s.%d" % (prefix, t), "wb") for t in range(threads)]
+    try:
+        for i, req in enumerate(requests):
+            files[i % threads].write(req)
+    finally:
+        for f in files:
+            f.close()
+    return prefix

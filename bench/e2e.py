@@ -13,7 +13,12 @@ Workloads:
   proxy   1 KB static page, proxy capacity far above the load
           (a) nginx direct, (b) HAProxy, (c) nginx reverse proxy, (d) Concert
   cap5    origin concurrency limited to 5: HAProxy `maxconn 5` on the server
-          (+ timeout queue 30s) against Concert -cap 5; reports total and 2xx req/s
+          (+ timeout queue 30s) against Concert -cap 5 -queue-hold 30s (a page
+          request that cannot be admitted waits on its connection for its FIFO
+          turn, as in HAProxy's queue); reports total and 2xx req/s, p99/p50, and
+          each proxy's 2xx req/s against its own uncapped proxy row
+  cap5-nohold (not in the default set) Concert -cap 5 without -queue-hold:
+          cookie-less clients are answered 429 at once and keep no place
   assets  private asset /assets/* with a valid concert_admit pass in a Cookie
           header (256 passes, minted here per the pass format) against HAProxy
           proxying the same requests
@@ -43,6 +48,8 @@ PASSES = 256
 class Row:
     def __init__(self, setup, workers, wrk, proxy_cpu_s, origin_cpu_s):
         self.setup = setup
+        # Which proxy this is ("HAProxy", "Concert", ...): the first word of the setup.
+        self.family = setup.split()[0]
         self.workers = workers
         self.wrk = wrk
         secs = wrk["duration_us"] / 1e6
@@ -71,21 +78,31 @@ def ratio(a, b):
     return "%.2f×" % (a / b)
 
 
-def table(rows, with_2xx=False):
+def table(rows, with_2xx=False, uncapped=None):
+    """uncapped: {family: the same proxy's row in the uncapped proxy table}, for the capped workload."""
     base = next((r for r in rows if r.setup.startswith("HAProxy")), None)
     head = ["setup", "workers", "req/s"]
     if with_2xx:
         head.append("2xx req/s")
-    head += ["p50 ms", "p99 ms", "p99.9 ms", "proxy CPU µs/req", "proxy CPU %", "others on proxy CPU %",
-             "origin CPU µs/req",
+    if uncapped is not None:
+        head.append("2xx req/s vs same proxy uncapped")
+    head += ["p50 ms", "p99 ms", "p99.9 ms"]
+    if uncapped is not None:
+        head.append("p99/p50")
+    head += ["proxy CPU µs/req", "proxy CPU %", "others on proxy CPU %", "origin CPU µs/req",
              "socket errors", "req/s vs HAProxy", "CPU/req vs HAProxy"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in rows:
         cells = [r.setup, str(r.workers), "%.0f" % r.rps]
         if with_2xx:
             cells.append("%.0f" % r.rps_2xx)
-        cells += [fmt_ms(r.wrk["p50"]), fmt_ms(r.wrk["p99"]), fmt_ms(r.wrk["p999"]),
-                  fmt_opt(r.proxy_us, "%.1f"), fmt_opt(r.proxy_util and r.proxy_util * 100, "%.0f"),
+        if uncapped is not None:
+            ref = uncapped.get(r.family)
+            cells.append(ratio(r.rps_2xx, ref.rps_2xx) if ref else "—")
+        cells += [fmt_ms(r.wrk["p50"]), fmt_ms(r.wrk["p99"]), fmt_ms(r.wrk["p999"])]
+        if uncapped is not None:
+            cells.append("%.2f" % (r.wrk["p99"] / r.wrk["p50"]) if r.wrk["p50"] else "—")
+        cells += [fmt_opt(r.proxy_us, "%.1f"), fmt_opt(r.proxy_util and r.proxy_util * 100, "%.0f"),
                   fmt_opt(r.others_util and r.others_util * 100, "%.0f"),
                   fmt_opt(r.origin_us, "%.1f"), str(r.errors),
                   ratio(r.rps, base.rps) if base else "—",
@@ -102,6 +119,7 @@ class Bench:
         self.pin = pin
         self.origin_proc = None
         self.origin_port = None
+        self.notes = []
 
     def measure(self, setup, workers, url, proxy_proc, script=None, script_args=None):
         """Warm up, then one measured wrk run; CPU of the proxy tree and the origin over that run."""
@@ -146,7 +164,18 @@ class Bench:
         return self.with_proc(start, lambda proc, port: self.measure(
             setup, 1, "http://127.0.0.1:%d%s" % (port, path), proc, script, script_args))
 
-    def concert(self, setup, path, extra, script=None, script_args=None, check_headers=None):
+    def concert(self, setup, path, extra, script=None, script_args=None, check_headers=None, held=False):
+        """held: a -queue-hold run; afterwards, tickets left waiting by closed connections are noted."""
+        def measure(proc, port):
+            row = self.measure(setup, 1, "http://127.0.0.1:%d%s" % (port, path), proc, script, script_args)
+            left = benchlib.leftover_waiting(port) if held else None
+            if left and left[0] > 0 and left[1] == 0:
+                self.notes.append("%s: %d tickets were still waiting 1 s after wrk closed every connection, with "
+                                  "no page request in flight (tickets of held requests whose clients left are "
+                                  "not given up; they block later arrivals until the token TTL)."
+                                  % (setup, left[0]))
+            return row
+
         def start():
             proc, port, _ = benchlib.start_concert(self.procs, self.tmp, self.pin, self.args.concert,
                                                    ["-upstream", "http://127.0.0.1:%d" % self.origin_port,
@@ -156,8 +185,7 @@ class Bench:
                 benchlib.wait_http("http://127.0.0.1:%d%s" % (port, path), proc=proc, timeout=5,
                                    headers=check_headers)
             return proc, port
-        return self.with_proc(start, lambda proc, port: self.measure(
-            setup, 1, "http://127.0.0.1:%d%s" % (port, path), proc, script, script_args))
+        return self.with_proc(start, measure)
 
     def run(self):
         a = self.args
@@ -165,7 +193,7 @@ class Bench:
             self.procs, self.tmp, self.pin, {PAGE_PATH: PAGE, ASSET_PATH: PAGE})
         have_concert = benchlib.concert_usable(a.concert)
         results = {"proxy": [], "cap5": [], "assets": []}
-        notes = []
+        notes = self.notes
 
         def add(rows, label, measure):
             # One setup failing (a proxy that does not start, wrk printing nothing) costs
@@ -197,13 +225,22 @@ class Bench:
             if have_concert:
                 add(rows, "Concert", lambda: self.concert("Concert → nginx", PAGE_PATH, ["-cap", "100000"]))
 
-        if "cap5" in a.workloads:
+        if "cap5" in a.workloads or "cap5-nohold" in a.workloads:
             print("workload: cap 5, %d connections" % a.connections, file=sys.stderr)
             rows = results["cap5"]
-            add(rows, "HAProxy maxconn 5",
-                lambda: self.haproxy("HAProxy maxconn 5 → nginx", PAGE_PATH, server_maxconn=5))
-            if have_concert:
-                add(rows, "Concert -cap 5", lambda: self.concert("Concert -cap 5 → nginx", PAGE_PATH, ["-cap", "5"]))
+            if "cap5" in a.workloads:
+                add(rows, "HAProxy maxconn 5",
+                    lambda: self.haproxy("HAProxy maxconn 5 → nginx", PAGE_PATH, server_maxconn=5))
+                if have_concert and benchlib.concert_has_flag(a.concert, "-queue-hold"):
+                    add(rows, "Concert -cap 5 -queue-hold 30s", lambda: self.concert(
+                        "Concert -cap 5 -queue-hold 30s → nginx", PAGE_PATH, ["-cap", "5", "-queue-hold", "30s"],
+                        held=True))
+                elif have_concert:
+                    notes.append("Concert -cap 5 -queue-hold row missing: this binary has no -queue-hold "
+                                 "(`concert --help`).")
+            if "cap5-nohold" in a.workloads and have_concert:
+                add(rows, "Concert -cap 5", lambda: self.concert(
+                    "Concert -cap 5 (no hold) → nginx", PAGE_PATH, ["-cap", "5"]))
 
         if "assets" in a.workloads:
             print("workload: private asset with pass", file=sys.stderr)
@@ -254,8 +291,15 @@ def report(args, results, notes, pin):
     if results["cap5"]:
         out.append("## Origin concurrency 5, %d connections (cookie-less clients)" % args.connections)
         out.append("")
-        out.append(table(results["cap5"], with_2xx=True))
+        uncapped = {r.family: r for r in results["proxy"]}
+        out.append(table(results["cap5"], with_2xx=True, uncapped=uncapped))
         out.append("")
+        for r in results["cap5"]:
+            ref = uncapped.get(r.family)
+            if ref and ref.rps_2xx and "queue-hold" in r.setup:
+                out.append("Concert at cap 5 served %.1f %% of its uncapped 2xx req/s (target: within 5 %%, "
+                           "i.e. at least 95 %%)." % (r.rps_2xx / ref.rps_2xx * 100))
+                out.append("")
     if results["assets"]:
         out.append("## Private asset with a valid concert_admit pass (%d passes)" % PASSES)
         out.append("")

@@ -1,29 +1,61 @@
 #!/usr/bin/env python3
 """Queue scale: what N people waiting cost Concert.
 
-For each N: Concert (-cap 1 -max-queue 0, one worker unless --workers) in front
-of an origin that never answers, so one parked request holds the only page slot.
+For each N: Concert (-cap 1 -max-queue N -asset-users-max 1, one worker unless
+--workers) in front of an origin that never answers, so one parked request holds
+the only page slot. -max-queue N sizes the ticket ring for exactly this queue, as
+an operator expecting N visitors would; the pass table (sized by -asset-users-max,
+for admitted visitors' assets, unrelated to the queue) is shrunk to one entry so
+the segment is the queue's cost; one extra start at the default size measures
+what the pass table adds.
+
 Then N visitors join through the real HTTP path: cookie-less GET / requests,
 pipelined over a few keep-alive connections as fast as this script can parse the
-answers; each 429 carries the visitor's room_ticket, which is kept. Then wrk
-polls /queue/status with those cookies at the waiting page's real rate (every
-ticket once per --interval seconds, 3.25 s being the page's mean poll period)
-for --poll-seconds, and we report:
+answers; each 429 carries the visitor's room_ticket, which is kept. The tickets
+are sorted by ticket number (the order Concert handed them out: with several
+connections in flight, the order the answers are parsed in is not that order)
+and checked to be N consecutive numbers.
 
-  * CPU µs per poll of Concert's process tree (master + workers), from /proc
-  * p50 / p99 poll latency (wrk, exact percentiles)
-  * RSS and PSS of master + workers before and after the visitors joined
-    (RSS counts the shared segment once per process; PSS splits it fairly)
-  * the segment size (largest shared mapping of the master) and the PSS
-    growth per waiting visitor
+Two poll phases follow, each --poll-seconds long, with wrk and pre-built requests
+(the tickets in a fixed random order, so polls hit the ring at random places as
+real visitors' do, never in ticket order):
 
-Bounded in time: creation stops at --create-timeout, polling runs for
+  page rate   every visitor once per --interval seconds (3.25 s, the waiting
+              page's mean poll period): N / 3.25 polls per second. On a small
+              machine the large N cannot be served at that rate; the achieved
+              rate is printed next to the target, and the row is marked
+              overloaded when it falls short by more than 10 %.
+  fixed rate  --fixed-rate polls per second (default 300, which every N >= 1000
+              can take at most once per 3.25 s per visitor) whatever N is, over a
+              random sample of the visitors (rate x (poll seconds + 5) of them,
+              so nearly every poll is a different visitor at a random place in
+              the ring): the same offered load for every queue size, so CPU per
+              poll and latency across the rows show what the queue size alone
+              changes.
+
+Per phase: CPU µs per poll of Concert's process tree (master + workers, exact
+run time from /proc/PID/task/*/schedstat over the measured window, divided by
+the polls wrk completed), the master's share of it (the reaper's sweep over the
+live tickets every -reaper interval runs there), exact p50/p99/p99.9 poll
+latency, and polls answered other than 200 (rate-limited or refused).
+Per N: the segment size (master's `shared memory: N bytes ... ring R` line,
+checked against /proc/PID/maps) and bytes per waiting visitor; RSS of master +
+workers (counts the segment once per process that touched it) and their own PSS
+(Pss_Anon + Pss_Shmem: heap and segment, shared pages split between the
+processes that map them, so it sums to the real footprint; the file pages of
+the binary and libraries are left out) before joining, after joining and after
+the polls, and the own-PSS growth per visitor while joining; and the
+positions /queue/status reports to the first, middle and last visitor after
+both phases (expected 1, N/2 and N: nobody was lost, expired or reordered).
+
+Bounded in time: joining stops at --create-timeout, each phase runs for
 --poll-seconds; every process started here is stopped by pid.
 """
 import argparse
 import datetime
 import json
 import os
+import random
 import re
 import selectors
 import shutil
@@ -39,7 +71,8 @@ import benchlib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TICKET_RE = re.compile(rb"(?im)^set-cookie:\s*room_ticket=([0-9a-f]+)")
-SEGMENT_RE = re.compile(r"shared memory: (\d+) bytes[^\n]*?ring (\d+)")
+POLL_REQUEST = b"GET /queue/status HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: room_ticket=%s; room_probe=1\r\n\r\n"
+SEGMENT_RE = re.compile(r"shared memory: (\d+) bytes[^\n]*?ring (\d+), pass table (\d+)")
 
 
 class HoldingOrigin:
@@ -214,83 +247,149 @@ def stats(port):
     return json.loads(body) if status == 200 else {}
 
 
-def segment_kib(log_text, master_pid):
-    """Segment size and ring entries from the master's `shared memory: N bytes, ..., ring R` line,
-    else the largest shared mapping of the master."""
+def segment_info(log_text, master_pid):
+    """Segment bytes, ring entries and pass-table entries from the master's `shared memory: N bytes,
+    ..., ring R, pass table P` line, and the largest shared mapping of the master as a cross-check."""
     m = SEGMENT_RE.search(log_text)
+    mapped = benchlib.largest_shared_mapping_kib(master_pid) * 1024
     if m:
-        return int(m.group(1)) / 1024.0, "ring %s" % m.group(2)
-    return benchlib.largest_shared_mapping_kib(master_pid), "from /proc maps"
+        return {"bytes": int(m.group(1)), "ring": int(m.group(2)), "pass_table": int(m.group(3)),
+                "mapped": mapped}
+    return {"bytes": mapped, "ring": None, "pass_table": None, "mapped": mapped}
+
+
+def ticket_number(cookie):
+    """room_ticket is 16 hex digits of ticket number, then 16 of nonce."""
+    return int(cookie[:16], 16)
+
+
+def position_of(port, ticket):
+    """The position /queue/status reports for a ticket (also present in a rate-limited 429)."""
+    code, body = http_get(port, "/queue/status", "room_ticket=%s; room_probe=1" % ticket)
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return "HTTP %d" % code
+    if doc.get("ready"):
+        return "ready"
+    return doc.get("position", "HTTP %d" % code)
+
+
+def concert_args(args, n, origin_port, asset_users_max="1"):
+    out = ["-upstream", "http://127.0.0.1:%d" % origin_port, "-cap", "1", "-workers", str(args.workers),
+           "-upstream-timeout", "1h", "-max-queue", str(n if args.max_queue is None else args.max_queue)]
+    if asset_users_max is not None:
+        out += ["-asset-users-max", asset_users_max]
+    return out
+
+
+def poll_phase(args, procs, pin, tmp, proc, port, prefix, rate, label):
+    """wrk polls the tickets pre-rendered in the request files `prefix`.* at `rate` polls/s."""
+    # Each connection sends a poll, waits for the answer, then sleeps delay_ms; a ~100 ms
+    # pause spreads the visitors over many connections as browsers are, and keeps the
+    # achieved rate at the target when a poll takes a few ms.
+    conns = max(args.threads, min(args.max_poll_conns, round(rate * 0.1)))
+    delay_ms = max(1, round(conns * 1000.0 / rate))
+    target = conns * 1000.0 / delay_ms
+    cpu = pin.proxy_cpu if pin.enabled else None
+    t0, b0 = time.time(), benchlib.cpu_busy_seconds(cpu)
+    c0, m0 = benchlib.tree_cpu_ns(proc.pid), benchlib.process_cpu_ns(proc.pid)
+    wrk = benchlib.run_wrk(procs, pin, "http://127.0.0.1:%d/queue/status" % port, tmp, args.threads,
+                           conns, args.poll_seconds, script=benchlib.requests_script(tmp, paced=True),
+                           script_args=[prefix, delay_ms], timeout_s=10)
+    c1, m1 = benchlib.tree_cpu_ns(proc.pid), benchlib.process_cpu_ns(proc.pid)
+    b1, wall = benchlib.cpu_busy_seconds(cpu), time.time() - t0
+    secs = wrk["duration_us"] / 1e6
+    polls = wrk["requests"]
+    out = {"label": label, "wrk": wrk, "rate": polls / secs if secs else 0.0, "target": target,
+           "conns": conns, "delay_ms": delay_ms,
+           "cpu_us": (c1 - c0) / 1e3 / polls if polls else None,
+           "master_us": (m1 - m0) / 1e3 / polls if polls else None,
+           "util": (c1 - c0) / 1e9 / secs if secs else 0.0,
+           "others": max(0.0, (b1 - b0) - (c1 - c0) / 1e9) / wall if cpu is not None else None}
+    print("  %-10s %8.0f polls/s (target %.0f)  %.1f µs/poll  p99 %.2f ms  non-2xx %d" % (
+        label, out["rate"], target, out["cpu_us"] or 0, wrk["p99"] / 1e3, wrk["status"]), file=sys.stderr)
+    # A ticket polled again within a second is rate-limited: let every ticket's last poll age.
+    time.sleep(1.1)
+    return out
 
 
 def run_one(args, n, tmp, procs, pin):
     origin = HoldingOrigin()
     parked = None
     try:
-        proc, port, log_path = benchlib.start_concert(
-            procs, tmp, pin, args.concert,
-            ["-upstream", "http://127.0.0.1:%d" % origin.port, "-cap", "1", "-max-queue", "0",
-             "-workers", str(args.workers), "-upstream-timeout", "1h"], tag="concert-qs")
+        proc, port, log_path = benchlib.start_concert(procs, tmp, pin, args.concert,
+                                                      concert_args(args, n, origin.port), tag="concert-qs")
         parked = raw_get(port, "/parked")
         if not benchlib.wait_until(lambda: stats(port).get("occupancy") == 1, 10):
             raise RuntimeError("the parked request did not take the page slot")
-        rss0, pss0 = benchlib.tree_memory_kib(proc.pid)
+        mem0 = benchlib.tree_memory_detail(proc.pid)
 
         creator = Creator(port, n, args.create_conns, args.depth)
         t0 = time.time()
         creator.run(t0 + args.create_timeout)
         create_s = time.time() - t0
-        tickets = creator.tickets
-        rss1, pss1 = benchlib.tree_memory_kib(proc.pid)
+        # Ticket order, not the order the answers were parsed in.
+        tickets = sorted(creator.tickets, key=ticket_number)
+        numbers = [ticket_number(t) for t in tickets]
+        consecutive = bool(numbers) and len(set(numbers)) == len(numbers) and \
+            numbers[-1] - numbers[0] + 1 == len(numbers)
+        mem1 = benchlib.tree_memory_detail(proc.pid)
+        print("  joined %d in %.1f s (%s)" % (len(tickets), create_s, dict(sorted(creator.statuses.items()))),
+              file=sys.stderr)
+
+        phases = []
+        if tickets:
+            # The visitors in a fixed random order, dealt to the wrk threads.
+            order = list(tickets)
+            random.Random(n).shuffle(order)
+            if "page" in args.phases:
+                prefix = benchlib.write_request_files(
+                    os.path.join(tmp, "polls-%d" % n), (POLL_REQUEST % t.encode() for t in order), args.threads)
+                phases.append(poll_phase(args, procs, pin, tmp, proc, port, prefix,
+                                         len(tickets) / args.interval, "page rate"))
+            if "fixed" in args.phases:
+                # A random sample of the visitors, large enough that none is polled twice within
+                # --interval and that few are polled twice in the phase: every poll lands at a random
+                # place in the ring, and wrk loads the same number of requests whatever N is.
+                rate = min(args.fixed_rate, len(tickets) / args.interval)
+                sample = order[:max(int(rate * (args.poll_seconds + 5)), int(rate * args.interval * 2) + 1)]
+                prefix = benchlib.write_request_files(
+                    os.path.join(tmp, "fixed-%d" % n), (POLL_REQUEST % t.encode() for t in sample), args.threads)
+                phases.append(poll_phase(args, procs, pin, tmp, proc, port, prefix, rate, "fixed rate"))
+            del order
+        mem2 = benchlib.tree_memory_detail(proc.pid)
+
+        positions = expected = None
+        if tickets:
+            picks = [0, len(tickets) // 2 - 1 if len(tickets) > 1 else 0, len(tickets) - 1]
+            positions = [position_of(port, tickets[i]) for i in picks]
+            expected = [i + 1 for i in picks]
         st = stats(port)
-
-        last_position = None
-        if tickets:
-            code, body = http_get(port, "/queue/status", "room_ticket=%s; room_probe=1" % tickets[-1])
-            try:
-                last_position = json.loads(body).get("position")
-            except ValueError:
-                last_position = "HTTP %d" % code
-
-        poll = None
-        if tickets:
-            values = os.path.join(tmp, "tickets-%d.txt" % n)
-            with open(values, "w") as f:
-                f.write("\n".join(tickets) + "\n")
-            template = os.path.join(tmp, "poll-request.txt")
-            with open(template, "wb") as f:
-                f.write(b"GET /queue/status HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                        b"Cookie: room_ticket=@VALUE@; room_probe=1\r\n\r\n")
-            target_rate = len(tickets) / args.interval
-            # Each connection sends a poll, waits for the answer, then sleeps delay_ms; a
-            # ~100 ms pause keeps the achieved rate close to the target even when a poll
-            # takes a few ms, and spreads the visitors over many connections as browsers are.
-            conns = max(args.threads, min(args.max_poll_conns, round(target_rate * 0.1)))
-            delay_ms = max(1, round(conns * 1000.0 / target_rate))
-            cpu = pin.proxy_cpu if pin.enabled else None
-            t0, b0 = time.time(), benchlib.cpu_busy_seconds(cpu)
-            c0 = benchlib.tree_cpu_seconds(proc.pid)
-            wrk = benchlib.run_wrk(procs, pin, "http://127.0.0.1:%d/queue/status" % port, tmp, args.threads,
-                                   conns, args.poll_seconds, script=benchlib.lines_script(tmp, paced=True),
-                                   script_args=[values, template, args.threads, delay_ms], timeout_s=10)
-            c1 = benchlib.tree_cpu_seconds(proc.pid)
-            b1, wall = benchlib.cpu_busy_seconds(cpu), time.time() - t0
-            rss2, pss2 = benchlib.tree_memory_kib(proc.pid)
-            secs = wrk["duration_us"] / 1e6
-            poll = {"wrk": wrk, "rate": wrk["requests"] / secs if secs else 0, "target": target_rate,
-                    "conns": conns, "delay_ms": delay_ms,
-                    "cpu_us": (c1 - c0) * 1e6 / wrk["requests"] if wrk["requests"] else None,
-                    "rss": rss2, "pss": pss2, "util": (c1 - c0) / secs if secs else 0.0,
-                    "others": max(0.0, (b1 - b0) - (c1 - c0)) / wall if cpu is not None else None}
-        seg_kib, seg_src = segment_kib(benchlib.read_text(log_path), proc.pid)
+        seg = segment_info(benchlib.read_text(log_path), proc.pid)
         procs.stop(proc)
         return {"n": n, "created": len(tickets), "create_s": create_s, "statuses": creator.statuses,
-                "reconnects": creator.reconnects, "rss0": rss0, "pss0": pss0, "rss1": rss1, "pss1": pss1,
-                "stats": st, "last_position": last_position, "poll": poll, "segment_kib": seg_kib,
-                "segment_src": seg_src}
+                "reconnects": creator.reconnects, "consecutive": consecutive,
+                "first_ticket": numbers[0] if numbers else None,
+                "mem": [mem0, mem1, mem2],
+                "stats": st, "positions": positions, "expected": expected, "phases": phases, "segment": seg}
     finally:
         if parked is not None:
             parked.close()
+        origin.close()
+
+
+def pass_table_bytes(args, n, tmp, procs, pin, small_segment):
+    """What the pass table at the default -asset-users-max adds to the segment: one more start."""
+    origin = HoldingOrigin()
+    try:
+        proc, _, log_path = benchlib.start_concert(procs, tmp, pin, args.concert,
+                                                   concert_args(args, n, origin.port, asset_users_max=None),
+                                                   tag="concert-qs-passes")
+        seg = segment_info(benchlib.read_text(log_path), proc.pid)
+        procs.stop(proc)
+        return seg["bytes"] - small_segment["bytes"], seg["pass_table"]
+    finally:
         origin.close()
 
 
@@ -298,62 +397,105 @@ def mib(kib):
     return "%.1f" % (kib / 1024.0)
 
 
-def report(args, results, pin):
+def report(args, results, pin, extra_notes):
     m = benchlib.machine_description()
+    mq = "N" if args.max_queue is None else str(args.max_queue)
     out = ["# Queue scale — %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "",
-           "* Machine: %s CPUs, %s, kernel %s. Pinning: %s." % (m["nproc"], m["model"], m["kernel"], pin.describe()),
-           "* Concert -cap 1 -max-queue 0 -workers %d, one parked request; each visitor polls /queue/status every "
-           "%.2f s for %d s (wrk -t%d, paced)." % (args.workers, args.interval, args.poll_seconds, args.threads),
-           "* System load average (1 min) before / after: %s / %s." % (args.load_before, benchlib.load_average()), ""]
-    head = ["waiting visitors", "joined/s", "polls/s (target)", "CPU µs/poll", "Concert CPU %",
-            "others on its CPU %", "p50 ms", "p99 ms",
-            "poll errors", "RSS master+workers MiB", "PSS MiB (before → after)", "segment MiB",
-            "PSS bytes/visitor", "last position"]
+           "* Machine: %s CPUs, %s, kernel %s. Pinning: %s." % (m["nproc"], m["model"], m["kernel"],
+                                                                pin.describe().replace("origin nginx",
+                                                                                       "joining client")),
+           "* Concert -cap 1 -max-queue %s -asset-users-max 1 -workers %d, one parked request; visitors join "
+           "through GET / (cookie-less, pipelined), then poll /queue/status with their room_ticket "
+           "(wrk -t%d, paced, tickets in random order), %d s per phase." % (mq, args.workers, args.threads,
+                                                                          args.poll_seconds),
+           "* Phases: page rate = every visitor once per %.2f s (N / %.2f polls/s); fixed rate = %d polls/s "
+           "for every N." % (args.interval, args.interval, args.fixed_rate),
+           "* System load average (1 min) before / after: %s / %s." % (args.load_before, benchlib.load_average()),
+           "", "### Memory", ""]
+    head = ["waiting visitors", "joined/s", "segment MiB (ring entries)", "segment bytes/visitor",
+            "RSS master+workers MiB (before → joined → after polls)",
+            "own PSS MiB (before → joined → after polls)", "own PSS growth bytes/visitor (joining)",
+            "positions first / middle / last"]
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "|".join("---" for _ in head) + "|")
     for r in results:
-        p = r["poll"]
-        per_visitor = (r["pss1"] - r["pss0"]) * 1024.0 / r["created"] if r["created"] else 0
-        if p:
-            w = p["wrk"]
-            errs = w["status"] + w["connect"] + w["read"] + w["write"] + w["timeout"]
-            poll_cells = ["%.0f (%.0f)" % (p["rate"], p["target"]), "%.1f" % p["cpu_us"] if p["cpu_us"] else "—",
-                          "%.0f" % (p["util"] * 100), "%.0f" % (p["others"] * 100) if p["others"] is not None else "—",
-                          "%.2f" % (w["p50"] / 1000), "%.2f" % (w["p99"] / 1000), str(errs), mib(p["rss"])]
+        n = r["created"]
+        seg = r["segment"]
+        mem = r["mem"]
+        growth = (mem[1]["pss_own"] - mem[0]["pss_own"]) * 1024.0 / n if n else 0
+        if r["positions"] is None:
+            pos = "—"
+        elif r["positions"] == r["expected"]:
+            pos = "%s ✓" % " / ".join(str(p) for p in r["positions"])
         else:
-            poll_cells = ["—"] * 7 + [mib(r["rss1"])]
+            pos = "%s (expected %s)" % (" / ".join(str(p) for p in r["positions"]),
+                                        " / ".join(str(p) for p in r["expected"]))
         out.append("| " + " | ".join([
-            "%d" % r["created"], "%.0f" % (r["created"] / r["create_s"] if r["create_s"] else 0)] + poll_cells + [
-            "%s → %s" % (mib(r["pss0"]), mib(r["pss1"])), "%s (%s)" % (mib(r["segment_kib"]), r["segment_src"]),
-            "%.0f" % per_visitor, str(r["last_position"])]) + " |")
+            "%d" % n, "%.0f" % (n / r["create_s"] if r["create_s"] else 0),
+            "%.1f (%s)" % (seg["bytes"] / 1048576.0, seg["ring"] if seg["ring"] is not None else "from maps"),
+            "%.1f" % (seg["bytes"] / n if n else 0),
+            " → ".join(mib(m["rss"]) for m in mem), " → ".join(mib(m["pss_own"]) for m in mem),
+            "%.1f" % growth, pos]) + " |")
+    out += ["", "### Polls", ""]
+    head = ["waiting visitors", "phase", "polls/s (target)", "CPU µs/poll", "of which master µs/poll",
+            "Concert CPU %", "others on its CPU %", "p50 ms", "p99 ms", "p99.9 ms", "non-2xx", "socket errors"]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "|".join("---" for _ in head) + "|")
+    for r in results:
+        for p in r["phases"]:
+            w = p["wrk"]
+            over = " overloaded" if p["rate"] < 0.9 * p["target"] else ""
+            out.append("| " + " | ".join([
+                "%d" % r["created"], p["label"] + over, "%.0f (%.0f)" % (p["rate"], p["target"]),
+                "%.1f" % p["cpu_us"] if p["cpu_us"] is not None else "—",
+                "%.1f" % p["master_us"] if p["master_us"] is not None else "—",
+                "%.0f" % (p["util"] * 100), "%.0f" % (p["others"] * 100) if p["others"] is not None else "—",
+                "%.2f" % (w["p50"] / 1000), "%.2f" % (w["p99"] / 1000), "%.2f" % (w["p999"] / 1000),
+                str(w["status"]), str(w["connect"] + w["read"] + w["write"] + w["timeout"])]) + " |")
     out.append("")
+    # Growth from the smallest to the largest queue, on the same offered load.
+    fixed = [(r["created"], p) for r in results for p in r["phases"] if p["label"] == "fixed rate" and p["cpu_us"]]
+    if len(fixed) >= 2:
+        (n0, p0), (n1, p1) = fixed[0], fixed[-1]
+        out.append("Growth from %d to %d waiting (fixed rate): CPU per poll %.2f×, p99 %.2f×." % (
+            n0, n1, p1["cpu_us"] / p0["cpu_us"], (p1["wrk"]["p99"] / p0["wrk"]["p99"]) if p0["wrk"]["p99"] else 0))
     for r in results:
         other = {k: v for k, v in r["statuses"].items() if k != 429}
-        if other or r["created"] < r["n"] or r["reconnects"]:
-            out.append("Note: N=%d asked, %d tickets kept; statuses %s; reconnects %d." % (
-                r["n"], r["created"], dict(sorted(r["statuses"].items())), r["reconnects"]))
+        if other or r["created"] < r["n"] or r["reconnects"] or not r["consecutive"]:
+            out.append("Note: N=%d asked, %d tickets kept%s; statuses %s; reconnects %d." % (
+                r["n"], r["created"], "" if r["consecutive"] else " (ticket numbers not consecutive)",
+                dict(sorted(r["statuses"].items())), r["reconnects"]))
+        seg = r["segment"]
+        if seg["mapped"] and abs(seg["mapped"] - seg["bytes"]) > 8192:
+            out.append("Note: N=%d: the log says %d segment bytes, /proc maps %d." % (r["n"], seg["bytes"],
+                                                                                   seg["mapped"]))
+    out.extend("Note: %s" % n for n in extra_notes)
     return "\n".join(out).rstrip() + "\n"
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--concert", default=os.path.join(os.path.dirname(HERE), "build", "concert"))
-    p.add_argument("--n", default="1000,10000",
-                   help="comma-separated visitor counts (e.g. 100000 or 1000000 for the large runs)")
+    p.add_argument("--n", default="1000,10000,100000,1000000", help="comma-separated visitor counts")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--max-queue", type=int, default=None,
+                   help="Concert -max-queue for every N (default: N itself; 0 = unlimited, ring 2^20)")
     p.add_argument("--interval", type=float, default=3.25, help="seconds between two polls of one visitor")
-    p.add_argument("--poll-seconds", type=int, default=15)
+    p.add_argument("--fixed-rate", type=int, default=300, help="polls/s of the fixed-rate phase")
+    p.add_argument("--phases", default="page,fixed", help="poll phases to run: page, fixed")
+    p.add_argument("--poll-seconds", type=int, default=15, help="seconds per poll phase")
     p.add_argument("--threads", type=int, default=2, help="wrk threads for the polls")
     p.add_argument("--max-poll-conns", type=int, default=4000)
     p.add_argument("--create-conns", type=int, default=8)
     p.add_argument("--depth", type=int, default=32, help="pipelined requests per connection while joining")
-    p.add_argument("--create-timeout", type=float, default=300)
+    p.add_argument("--create-timeout", type=float, default=240)
     p.add_argument("--no-pin", action="store_true")
     p.add_argument("--tmp")
     p.add_argument("--pid-file")
     p.add_argument("--out", default=os.path.join(HERE, "results", "queue_scale.md"))
     args = p.parse_args()
     sizes = [int(x) for x in args.n.split(",") if x.strip()]
+    args.phases = [x.strip() for x in args.phases.split(",") if x.strip()]
     if not benchlib.concert_usable(args.concert):
         print("queue_scale: skipped: `%s -version` does not run (binary absent or not linked yet)" % args.concert)
         return 0
@@ -365,7 +507,9 @@ def main():
     pin = benchlib.Pinning(not args.no_pin)
     results = []
     failures = []
+    notes = []
     args.load_before = benchlib.load_average()
+    started = time.time()
     try:
         for n in sizes:
             print("queue scale: N=%d" % n, file=sys.stderr)
@@ -376,11 +520,19 @@ def main():
                 failures.append("N=%d failed: %s" % (n, str(e).strip().splitlines()[0] if str(e).strip() else e))
                 print("  " + failures[-1], file=sys.stderr)
                 procs.stop_all()
+        if results:
+            try:
+                extra, entries = pass_table_bytes(args, results[0]["n"], tmp, procs, pin, results[0]["segment"])
+                notes.append("at the default -asset-users-max the pass table (%s entries) adds %.1f MiB to the "
+                             "segment whatever the queue size; it is left out above." % (entries, extra / 1048576.0))
+            except (RuntimeError, OSError) as e:
+                notes.append("pass-table size not measured: %s" % str(e).strip().splitlines()[0])
     finally:
         procs.stop_all()
         if own_tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    text = report(args, results, pin) + "".join("Note: %s\n" % f for f in failures)
+    print("queue scale: %.0f s" % (time.time() - started), file=sys.stderr)
+    text = report(args, results, pin, notes) + "".join("Note: %s\n" % f for f in failures)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)

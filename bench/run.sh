@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# `make bench`: the shared-memory micro-benchmarks (if built), the end-to-end
-# proxy comparison (bench/e2e.py) and the queue-scale run (bench/queue_scale.py),
-# each printing its Markdown table; the tables also land in bench/results/.
+# `make bench`: four sections, each printing its Markdown table (also written to
+# bench/results/):
+#
+#   shm     shared-memory micro-benchmarks (BUILD/bench/shm_bench, if built)
+#           -> results/shm_bench.json
+#   e2e     end-to-end proxy comparison against HAProxy and nginx: proxy, cap5
+#           (HAProxy maxconn 5 vs Concert -cap 5 -queue-hold 30s), assets
+#           (bench/e2e.py) -> results/latest.md
+#   churn   admission under churn: origin delaying every response 1-20 ms,
+#           HAProxy maxconn N vs Concert -cap N -queue-hold 30s with 2N
+#           connections, admissions/s against the Little's-law bound N / mean
+#           measured service time (bench/churn.py) -> results/churn.md
+#   queue   queue scale: 1,000 to 1,000,000 visitors joining through GET /,
+#           then polling /queue/status; CPU per poll, latency, memory and
+#           segment bytes per visitor (bench/queue_scale.py) -> results/queue_scale.md
 #
 #   bash bench/run.sh BUILD_DIR
 #
-# Knobs (environment): BENCH_DURATION (measured seconds per setup, default 10),
-# BENCH_WARMUP (default 3), BENCH_CONNECTIONS (default 100), QUEUE_N (visitor
-# counts for the queue-scale run, default 1000,10000; e.g. QUEUE_N=100000,1000000),
-# QUEUE_POLL_SECONDS (default 15), BENCH_SKIP (comma list of shm,e2e,queue),
-# BENCH_NICE (run every benchmark process at this nice level, e.g. -5 as root on
-# a machine that is busy with other work; every setup gets the same level; with
-# the kernel's session autogroups the session's group nice is set too, since
-# plain nice only ranks tasks within one group, and restored at exit).
+# Knobs (environment): BENCH_DURATION (measured seconds per setup, e2e and churn,
+# default 10), BENCH_WARMUP (default 3), BENCH_CONNECTIONS (e2e, default 100),
+# CHURN_CAP (origin concurrency N of the churn section, default 20; wrk uses 2N
+# connections), QUEUE_N (visitor counts for the queue-scale run, default
+# 1000,10000,100000,1000000), QUEUE_POLL_SECONDS (seconds per poll phase,
+# default 15), BENCH_SKIP (comma list of shm,e2e,churn,queue), BENCH_NICE (run
+# every benchmark process at this nice level, e.g. -5 as root on a machine that
+# is busy with other work; every setup gets the same level; with the kernel's
+# session autogroups the session's group nice is set too, since plain nice only
+# ranks tasks within one group, and restored at exit).
+#
+# With the defaults the whole run takes about 7 minutes on a 2-CPU machine
+# (shm ~1, e2e ~2, churn ~1, queue ~3.5; each section prints its own time).
 #
 # Everything runs on 127.0.0.1. The Python drivers stop what they start; if they
 # are killed themselves, the trap below stops every process they recorded in the
 # pid file, by pid, after checking it is still one of ours (nginx, haproxy, wrk,
-# concert). Scratch files live in one mktemp directory, removed at exit.
+# concert, the churn origin). Scratch files live in one mktemp directory, removed
+# at exit.
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -53,7 +71,7 @@ cleanup() {
     kill -0 "$pid" 2>/dev/null || continue
     cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
     case "$cmd" in
-      *nginx*|*haproxy*|*wrk*|*concert*) kill -TERM "$pid" 2>/dev/null || true ;;
+      *nginx*|*haproxy*|*wrk*|*concert*|*delay_origin.py*) kill -TERM "$pid" 2>/dev/null || true ;;
     esac
   done <"$PIDS"
   rm -rf "$TMP"
@@ -92,13 +110,21 @@ echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
 echo
 
 status=0
+RUN_START=$SECONDS
+SECTION_START=$SECONDS
+section_start() { SECTION_START=$SECONDS; }
+section_end() {
+  echo "($1: $((SECONDS - SECTION_START)) s)"
+  echo
+}
 
 if ! skip shm; then
   if [ -x "$BUILD/bench/shm_bench" ]; then
     echo "== shared-memory core (Google Benchmark: $BUILD/bench/shm_bench)"
+    section_start
     run_driver timeout 300 "$BUILD/bench/shm_bench" --benchmark_counters_tabular=true \
       --benchmark_out="$HERE/results/shm_bench.json" --benchmark_out_format=json || status=1
-    echo
+    section_end shm
   else
     echo "== shared-memory core: $BUILD/bench/shm_bench not built, skipped"
     echo
@@ -107,21 +133,33 @@ fi
 
 if ! skip e2e; then
   echo "== end-to-end proxy comparison (bench/e2e.py)"
+  section_start
   mkdir -p "$TMP/e2e"
   run_driver python3 "$HERE/e2e.py" --concert "$CONCERT" --tmp "$TMP/e2e" --pid-file "$PIDS" \
     --duration "${BENCH_DURATION:-10}" --warmup "${BENCH_WARMUP:-3}" \
     --connections "${BENCH_CONNECTIONS:-100}" --out "$HERE/results/latest.md" || status=1
-  echo
+  section_end e2e
+fi
+
+if ! skip churn; then
+  echo "== admission under churn (bench/churn.py)"
+  section_start
+  mkdir -p "$TMP/churn"
+  run_driver python3 "$HERE/churn.py" --concert "$CONCERT" --tmp "$TMP/churn" --pid-file "$PIDS" \
+    --cap "${CHURN_CAP:-20}" --duration "${BENCH_DURATION:-10}" --warmup "${BENCH_WARMUP:-3}" \
+    --out "$HERE/results/churn.md" || status=1
+  section_end churn
 fi
 
 if ! skip queue; then
   echo "== queue scale (bench/queue_scale.py)"
+  section_start
   mkdir -p "$TMP/queue"
   run_driver python3 "$HERE/queue_scale.py" --concert "$CONCERT" --tmp "$TMP/queue" --pid-file "$PIDS" \
-    --n "${QUEUE_N:-1000,10000}" --poll-seconds "${QUEUE_POLL_SECONDS:-15}" \
+    --n "${QUEUE_N:-1000,10000,100000,1000000}" --poll-seconds "${QUEUE_POLL_SECONDS:-15}" \
     --out "$HERE/results/queue_scale.md" || status=1
-  echo
+  section_end queue
 fi
 
-echo "results: $HERE/results/"
+echo "results: $HERE/results/ (whole run: $((SECONDS - RUN_START)) s)"
 exit "$status"
