@@ -121,6 +121,10 @@ const Setting kSettings[] = {
      "how often abandoned tickets are swept (0 = 5m)", &Config::reaper, nullptr},
     {"token-ttl", "CONCERT_TOKEN_TTL", VT::Duration, "0", 30 * kSecond, 24 * kHour, true, R::Live, kRoom,
      "a waiting ticket not seen for this long is abandoned (0 = 5m)", &Config::token_ttl, nullptr},
+    {"queue-hold", "CONCERT_QUEUE_HOLD", VT::Duration, "0", 1, kHour, true, R::Live, kRoom,
+     "hold a page request that has to queue on its connection up to this long; admitted in FIFO order if its turn "
+     "comes, else answered with the waiting room (0 = answer at once)",
+     &Config::queue_hold, nullptr},
     {"secure-cookie", "CONCERT_SECURE_COOKIE", VT::Bool, "false", 0, 0, false, R::Live, kRoom,
      "mark every cookie Secure", &Config::secure_cookie, nullptr},
     {"cookie-path", "CONCERT_COOKIE_PATH", VT::String, "/", 0, 0, false, R::Live, kRoom,
@@ -295,6 +299,7 @@ std::string markdownTable() {
 std::string startupLine(const Config& c) {
   return "concert " + c.listen + " -> " + c.upstream.raw + " (cap=" + std::to_string(c.cap) +
          ", max-queue=" + std::to_string(c.max_queue) + ", token-ttl=" + goDurationString(c.token_ttl) +
+         (c.queue_hold > 0 ? ", queue-hold=" + goDurationString(c.queue_hold) : std::string()) +
          ", asset-cap=" + std::to_string(c.asset_cap) + (c.asset_cap_derived ? " (derived)" : "") +
          ", asset-user-cap=" + std::to_string(c.asset_user_cap_h1) + " h1 / " + std::to_string(c.asset_user_cap_h2) +
          " h2)";

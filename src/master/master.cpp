@@ -274,10 +274,11 @@ bool Master::startUp() {
   installMasterSignals();
 
   const config::Config& c = *config_;
-  LOG_INFO("concert %s -> %s (cap=%d, max-queue=%lld, token-ttl=%s, asset-cap=%d%s, asset-user-cap=H1 %d / H2 %d)",
+  const std::string hold = c.queue_hold > 0 ? ", queue-hold=" + config::goDurationString(c.queue_hold) : "";
+  LOG_INFO("concert %s -> %s (cap=%d, max-queue=%lld, token-ttl=%s%s, asset-cap=%d%s, asset-user-cap=H1 %d / H2 %d)",
            c.listen.c_str(), c.upstream.raw.c_str(), c.cap, static_cast<long long>(c.max_queue),
-           config::goDurationString(c.token_ttl).c_str(), c.asset_cap, c.asset_cap_derived ? " (derived)" : "",
-           c.asset_user_cap_h1, c.asset_user_cap_h2);
+           config::goDurationString(c.token_ttl).c_str(), hold.c_str(), c.asset_cap,
+           c.asset_cap_derived ? " (derived)" : "", c.asset_user_cap_h1, c.asset_user_cap_h2);
   for (const BoundListener& l : listeners_) LOG_INFO("listening on %s", l.display.c_str());
   LOG_INFO("shared memory: %zu bytes, %u worker slots, ring %u, pass table %u", segment_->bytes(),
            geometry.worker_slots, geometry.ring_size, geometry.pass_table_size);

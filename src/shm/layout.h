@@ -137,6 +137,7 @@ struct alignas(64) SlotRecord {
   std::atomic<int64_t> heartbeat;
   std::atomic<uint32_t> generation;
   std::atomic<uint32_t> waiting_mask;  // bit per Resource
+  std::atomic<uint32_t> wake_pending;  // the eventfd was written and not read yet
 };
 
 }  // namespace concert::shm

@@ -343,11 +343,28 @@ void Segment::setWaiting(WorkerSlot slot, Resource r, bool waiting) {
   }
 }
 
+void Segment::setLocalWake(WorkerSlot slot, void (*fn)(void*), void* arg) {
+  impl_->local_slot = slot;
+  impl_->local_wake = fn;
+  impl_->local_wake_arg = arg;
+}
+
+void Segment::wakeConsumed(WorkerSlot slot) {
+  impl_->layout.slots[slot].wake_pending.store(0, std::memory_order_seq_cst);
+}
+
 void Segment::wake(Resource r) {
   const uint32_t bit = 1u << static_cast<uint32_t>(r);
   const Impl& impl = *impl_;
   for (uint32_t s = 0; s < impl.geometry.worker_slots; ++s) {
     if ((impl.layout.slots[s].waiting_mask.load(std::memory_order_seq_cst) & bit) == 0) continue;
+    if (s == impl.local_slot && impl.local_wake) {
+      impl.local_wake(impl.local_wake_arg);
+      continue;
+    }
+    // One write until the worker reads: it clears the flag before reading
+    // the eventfd, so a wake-up after that read writes again.
+    if (impl.layout.slots[s].wake_pending.exchange(1, std::memory_order_seq_cst) != 0) continue;
     const uint64_t one = 1;
     // EAGAIN means the counter is already huge: the worker is woken anyway.
     ssize_t n;
@@ -394,6 +411,7 @@ ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
   report.tickets_finished = impl.reclaimTickets(slot);
   report.pass_holds = impl.reclaimPasses(slot);
   record.waiting_mask.store(0, std::memory_order_seq_cst);
+  record.wake_pending.store(0, std::memory_order_seq_cst);
   // A wake-up meant for the dead worker must not reach the slot's next one.
   uint64_t drained;
   while (read(impl.eventfds[slot], &drained, sizeof(drained)) > 0) {

@@ -169,8 +169,14 @@ class Segment {
   Issued issue(WorkerSlot slot, int64_t max_queue, Millis now);
 
   // Waiting-page render of a known ticket: touches it (last seen = now,
-  // cookie sent = now) and returns its state. Expired tickets are retired.
+  // cookie sent = now) and returns its state. Expired tickets are retired
+  // (and PageSlot waiters woken, as for every path that finishes a ticket).
   TicketView render(const TicketCookie& cookie, Millis now, Millis ttl);
+
+  // A held request's recheck (-queue-hold): touches the ticket like render()
+  // (last seen = now; expired tickets are retired) but leaves the "cookie
+  // sent" time alone, since no cookie is sent while the request is held.
+  TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl);
 
   // /queue/status poll: as render, plus the 1-second rate limit (a limited
   // poll still touches the ticket) and refresh_cookie after ttl/3.
@@ -182,17 +188,22 @@ class Segment {
   bool claim(const TicketCookie& cookie, WorkerSlot slot);
 
   // The in-flight ticket's request ended (completed, client gone, error).
+  // Does not wake anyone: the caller returns the page slot right after
+  // (releasePage wakes PageSlot waiters once the window has moved too), or
+  // calls wake(Resource::PageSlot) itself when it held no slot.
   void finish(uint64_t ticket, WorkerSlot slot);
 
   // A waiting ticket that will never be admitted (client gone while waiting
   // for a slot, token failure). Counted in timeouts_total when `timeout`.
+  // Wakes PageSlot waiters: tickets behind it may have become ready.
   void retire(uint64_t ticket, bool timeout);
 
   int64_t queueDepth() const;      // unfinished tickets - cap, floored at 0
   int64_t liveQueueDepth() const;  // tickets holding a cookie (waiting or ready, not yet claimed)
 
   // Master janitor: retire waiting tickets unseen for longer than `ttl`, in
-  // batches, lock-free. Returns how many were evicted (evicted_total += that).
+  // batches, lock-free. Returns how many were evicted (evicted_total += that);
+  // wakes PageSlot waiters when it evicted any.
   int64_t reapExpired(Millis now, Millis ttl);
 
   // ------------------------------------------------ page semaphore
@@ -224,7 +235,12 @@ class Segment {
   int64_t sweepPasses(Millis now, Millis idle);
 
   // ------------------------------------------------ cross-process wake-ups
-  int eventFd(WorkerSlot slot) const;                          // readable when woken
+  int eventFd(WorkerSlot slot) const;  // readable when woken
+  // The worker owning `slot` in this process: wake-ups for it call `fn(arg)`
+  // (which must only schedule work) instead of writing the eventfd.
+  void setLocalWake(WorkerSlot slot, void (*fn)(void*), void* arg);
+  // Before reading the eventfd: later wake-ups write it again.
+  void wakeConsumed(WorkerSlot slot);
   void setWaiting(WorkerSlot slot, Resource r, bool waiting);  // "I have parked requests for r"
   void wake(Resource r);                                       // write the eventfd of every waiting slot
 

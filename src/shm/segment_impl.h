@@ -36,6 +36,11 @@ struct SegmentCore {
   uint64_t ring_mask = 0;
   uint32_t pass_mask = 0;
   std::vector<int> eventfds;
+  // This process's own worker slot: a wake-up for it runs `local_wake`
+  // instead of writing its eventfd (no system call to wake oneself).
+  uint32_t local_slot = UINT32_MAX;
+  void (*local_wake)(void*) = nullptr;
+  void* local_wake_arg = nullptr;
 
   TicketEntry& entry(uint64_t ticket) const { return layout.entries[ticket & ring_mask]; }
   uint32_t index(uint64_t ticket) const { return static_cast<uint32_t>(ticket & ring_mask); }

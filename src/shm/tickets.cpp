@@ -29,6 +29,14 @@
 // by whoever changes the word (syncBits), so a worker killed mid-update
 // leaves nothing the master cannot recompute from the words themselves.
 //
+// Wake-ups: a finished ticket can make waiting tickets ready, and a request
+// held on its connection (-queue-hold) only learns that through a PageSlot
+// wake-up. Every path that finishes a ticket therefore ends in one, after
+// the window has moved: retire(), an expiry found by render/touch/poll, the
+// reaper, and reclaimDeadWorker. finish() does not wake: its one caller (the
+// page guard's release) finishes the ticket first and then returns the page
+// slot, and releasePage() wakes once for both.
+//
 // Times in an entry are 32-bit milliseconds (layout.h). The reaper and a
 // concurrent poll can race on an expired ticket: the reaper may retire a
 // ticket in the instant a poll refreshes it; that ticket was already past
@@ -219,8 +227,22 @@ TicketEntry* touchWaiting(SegmentCore& impl, const TicketCookie& cookie, Millis 
 TicketView Segment::render(const TicketCookie& cookie, Millis now, Millis ttl) {
   Impl& impl = *impl_;
   TicketView view;
-  if (!touchWaiting(impl, cookie, now, ttl, view)) return view;
+  if (!touchWaiting(impl, cookie, now, ttl, view)) {
+    if (view.state == TicketState::Expired) wake(Resource::PageSlot);
+    return view;
+  }
   impl.layout.cookie_sent[impl.index(cookie.ticket)].store(low32(now), std::memory_order_relaxed);
+  fillPosition(impl, cookie.ticket, view);
+  return view;
+}
+
+TicketView Segment::touch(const TicketCookie& cookie, Millis now, Millis ttl) {
+  Impl& impl = *impl_;
+  TicketView view;
+  if (!touchWaiting(impl, cookie, now, ttl, view)) {
+    if (view.state == TicketState::Expired) wake(Resource::PageSlot);
+    return view;
+  }
   fillPosition(impl, cookie.ticket, view);
   return view;
 }
@@ -229,7 +251,10 @@ TicketView Segment::poll(const TicketCookie& cookie, Millis now, Millis ttl) {
   Impl& impl = *impl_;
   TicketView view;
   TicketEntry* found = touchWaiting(impl, cookie, now, ttl, view);
-  if (!found) return view;
+  if (!found) {
+    if (view.state == TicketState::Expired) wake(Resource::PageSlot);
+    return view;
+  }
   TicketEntry& e = *found;
   const uint32_t last_poll = e.last_poll.load(std::memory_order_relaxed);
   if (last_poll != 0 && elapsed32(now, last_poll) < kPollInterval) {
@@ -282,6 +307,7 @@ void Segment::retire(uint64_t ticket, bool timeout) {
   }
   if (timeout) impl.counter(Counter::TimeoutsTotal).fetch_add(1, std::memory_order_relaxed);
   impl.advanceLowWater();
+  wake(Resource::PageSlot);
 }
 
 int64_t Segment::queueDepth() const {
@@ -313,6 +339,7 @@ int64_t Segment::reapExpired(Millis now, Millis ttl) {
   }
   if (evicted > 0) impl.counter(Counter::EvictedTotal).fetch_add(static_cast<uint64_t>(evicted));
   impl.advanceLowWater();
+  if (evicted > 0) wake(Resource::PageSlot);
   return evicted;
 }
 

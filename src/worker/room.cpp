@@ -5,20 +5,29 @@
 // semaphore, counters); this file is the HTTP face of it for one request:
 //
 //   Start ──(room_ticket ready: claim)──────────────┐
-//     │  (known, waiting: render, 200 page/429 JSON) │
+//     │  (known, waiting: queued)                    │
 //     │  (new arrival: issue → Ready)────────────────┤
-//     │  (issue → Queued: 200 page / 429 JSON)       ▼
+//     │  (issue → Queued: queued)                    ▼
 //     │  (issue → Breaker/RingFull: 503)        tryAcquirePage
 //     ▼                                           │ ok            │ none (cap shrank, race)
 //   Done (responded)                            Holding      WaitingForSlot ──deadline──▶ 503
 //     (concert_admit issued or slid on Proceed)     │              │ slot freed (eventfd)
 //                                                   ▼              ▼
-//                                      release(): page slot back, ticket finished
+//                                      release(): ticket finished, page slot back
+//
+//   queued: -queue-hold 0 (or the worker drains) → Done: 200 page / 429 JSON
+//           -queue-hold > 0 → Held ──(ticket ready: claim)──▶ tryAcquirePage
+//                               │ (ticket gone: issue again, as a new arrival)
+//                               └──hold deadline──▶ Done: 200 page / 429 JSON
 //
 // Once a ticket is claimed it is "in flight", owned by this worker's slot in
 // the segment, and this guard must finish it exactly once: on release (all
-// endings) or on the slot-wait timeout. A waiting ticket (Queued) belongs to
-// the visitor's cookie, not to this request; nothing is released for it.
+// endings) or on the slot-wait timeout. A waiting ticket (Queued, and Held)
+// belongs to the visitor's cookie, not to this request; nothing is released
+// for it when a hold runs out (the answer carries the cookie) or when the
+// client of a held request that came with the cookie goes away. Only a
+// ticket issued for a held request whose client left before any answer is
+// retired then (counted in timeouts_total): no cookie for it exists.
 // If the worker dies, the master's reclaimDeadWorker finishes the claimed
 // ticket and returns the page slot from the slot's ledger.
 //
@@ -27,8 +36,24 @@
 // request raced it; it then waits for a PageSlot wake-up, for at most
 // -upstream-timeout (the same patience the origin gets), and is answered like
 // the breaker when that runs out (counted in timeouts_total).
+//
+// Held requests (-queue-hold). A page request whose ticket has to wait is
+// parked on its connection instead of being answered, for at most
+// -queue-hold. Every recheck (PageSlot wake-up, the worker's 250 ms timer)
+// touches the ticket and claims it once it is ready, so held requests are
+// admitted in ticket order and exactly as a visitor reloading at that moment
+// would be. The timer rechecks every held request, so a held ticket is seen
+// at least every 250 ms and can never reach -token-ttl (30 s at least) and be
+// reaped while it is held. When the hold runs out first, the request gets the
+// answer it would have had at once without -queue-hold (waiting page or JSON
+// 429 with room_ticket and room_probe), and the visitor keeps the same place
+// in line through the cookie. Wake-ups cannot be lost: the guard registers as
+// a PageSlot waiter before its first check, and every path that finishes a
+// ticket wakes PageSlot waiters after the window moved (see shm/tickets.cpp;
+// release() below finishes the ticket before it returns the page slot).
 #include "worker/room.h"
 
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -123,6 +148,84 @@ int64_t ParkedRequests::count(const WorkerContext& context, shm::Resource resour
   return it == parkedCounts().end() ? 0 : it->second;
 }
 
+namespace {
+
+struct HeldState {
+  std::optional<uint64_t> note;
+  bool draining = false;
+};
+
+HeldState& heldState() {
+  static HeldState state;
+  return state;
+}
+
+}  // namespace
+
+void HeldPages::note(uint64_t ticket) {
+  heldState().note = ticket;
+}
+
+std::optional<uint64_t> HeldPages::take() {
+  std::optional<uint64_t> note = heldState().note;
+  heldState().note.reset();
+  return note;
+}
+
+void HeldPages::setDraining(bool draining) {
+  heldState().draining = draining;
+}
+
+bool HeldPages::draining() {
+  return heldState().draining;
+}
+
+// ------------------------------------------------------------------ saturation log
+
+namespace {
+
+struct SaturationState {
+  const char* last_logged = nullptr;  // the edge the log shows now
+  const char* pending = nullptr;      // a later edge not logged yet
+  Millis last_ms = -kSaturationLogGapMs;
+};
+
+SaturationState& saturationState() {
+  static SaturationState state;
+  return state;
+}
+
+void logSaturation(const shm::Segment& segment, const char* what) {
+  LOG_INFO("%s: %lld/%d slots, %lld queued (%lld live)", what, static_cast<long long>(segment.pageOccupancy()),
+           segment.pageCap(), static_cast<long long>(segment.queueDepth()),
+           static_cast<long long>(segment.liveQueueDepth()));
+}
+
+}  // namespace
+
+void SaturationLog::edge(const shm::Segment& segment, const char* what, Millis now) {
+  SaturationState& st = saturationState();
+  if (now - st.last_ms >= kSaturationLogGapMs) {
+    logSaturation(segment, what);
+    st.last_logged = what;
+    st.pending = nullptr;
+    st.last_ms = now;
+    return;
+  }
+  // Too soon after the last line: remember where the room ended up; an edge
+  // back to what the log already says needs no line at all.
+  st.pending = (st.last_logged && std::strcmp(st.last_logged, what) == 0) ? nullptr : what;
+}
+
+void SaturationLog::flush(const shm::Segment& segment, Millis now) {
+  SaturationState& st = saturationState();
+  if (!st.pending || now - st.last_ms < kSaturationLogGapMs) return;
+  logSaturation(segment, st.pending);
+  st.last_logged = st.pending;
+  st.pending = nullptr;
+  st.last_ms = now;
+}
+
 // ------------------------------------------------------------------ page guard
 namespace {
 
@@ -134,6 +237,7 @@ class PageGuard final : public RequestGuard {
   Admission admit(const Request& request, Millis now) override {
     switch (state_) {
       case State::Start: return start(request, now);
+      case State::Held: return retryHold(request, now);
       case State::WaitingForSlot: return retrySlot(request, now);
       case State::Holding: return proceed(request);
       case State::Done: break;
@@ -141,7 +245,8 @@ class PageGuard final : public RequestGuard {
     return respond(roomFullResponse(config_, request), Outcome::Rejected);
   }
 
-  LocalResponse timedOut(const Request& request, Millis) override {
+  LocalResponse timedOut(const Request& request, Millis now) override {
+    if (state_ == State::Held) return holdExpired(request, now).response;
     if (state_ == State::WaitingForSlot) giveUpSlot();
     state_ = State::Done;
     outcome_ = Outcome::Rejected;
@@ -149,24 +254,38 @@ class PageGuard final : public RequestGuard {
   }
 
   void release() override {
+    // A held request's client went away. A ticket it came with stays in
+    // line: the visitor holds its cookie and may come back. A ticket issued
+    // for this request never reached anyone (its cookie goes out only with
+    // the answer), so nobody can ever claim it: it leaves the line at once
+    // instead of blocking everyone behind it until the reaper finds it.
+    if (state_ == State::Held) {
+      leaveHold();
+      if (!cookie_presented_) segment().retire(cookie_.ticket, true);
+    }
     // The client went away while its ready ticket waited for a slot: the
     // reference's EventTimeout (§1.3 step 4).
     if (state_ == State::WaitingForSlot) giveUpSlot();
+    // The ticket finishes before the page slot is returned, so the wake-up
+    // releasePage() sends finds the window already moved: a held ticket that
+    // this made ready is admitted on that wake-up, not on the fallback timer.
+    const bool finished = finishTicket();
     if (holding_page_) {
       holding_page_ = false;
       // Edge-triggered like the original: only the full -> not-full step logs.
       bool was_full = segment().pageOccupancy() == segment().pageCap();
       segment().releasePage(context_.slot);
       if (was_full) logEdge("draining");
+    } else if (finished) {
+      segment().wake(shm::Resource::PageSlot);
     }
-    finishTicket();
     state_ = State::Done;
   }
 
   Outcome outcome() const override { return outcome_; }
 
  private:
-  enum class State { Start, WaitingForSlot, Holding, Done };
+  enum class State { Start, Held, WaitingForSlot, Holding, Done };
 
   shm::Segment& segment() const { return *context_.segment; }
 
@@ -175,22 +294,106 @@ class PageGuard final : public RequestGuard {
     std::optional<shm::TicketCookie> cookie = value ? shm::TicketCookie::fromHex(*value) : std::nullopt;
     if (cookie) {
       if (segment().claim(*cookie, context_.slot)) return takeSlot(cookie->ticket, request, now);
-      shm::TicketView view = segment().render(*cookie, now, config_.token_ttl);
-      if (view.state == shm::TicketState::Waiting) return waiting(request, *cookie, view.position);
+      // A request about to be held sends no cookie now: touch, not render.
+      shm::TicketView view = holds() ? segment().touch(*cookie, now, config_.token_ttl)
+                                     : segment().render(*cookie, now, config_.token_ttl);
+      if (view.state == shm::TicketState::Waiting) return queued(request, *cookie, view.position, now, true);
       // Ready here means it turned ready between claim and render: one more try.
       if (view.state == shm::TicketState::Ready && segment().claim(*cookie, context_.slot))
         return takeSlot(cookie->ticket, request, now);
       // Unknown, expired, or claimed by a concurrent reload: a new arrival.
     }
+    return arrive(request, now);
+  }
+
+  // A new arrival: the fast path, a waiting ticket, or the breaker.
+  Admission arrive(const Request& request, Millis now) {
     shm::Issued issued = segment().issue(context_.slot, config_.max_queue, now);
     switch (issued.outcome) {
       case shm::IssueOutcome::Ready: return takeSlot(issued.cookie.ticket, request, now);
-      case shm::IssueOutcome::Queued: return waiting(request, issued.cookie, issued.position);
+      case shm::IssueOutcome::Queued: return queued(request, issued.cookie, issued.position, now, false);
       case shm::IssueOutcome::Breaker:
       case shm::IssueOutcome::RingFull: break;
     }
     return respond(roomFullResponse(config_, request), Outcome::Rejected);
   }
+
+  bool holds() const { return config_.queue_hold > 0 && !HeldPages::draining(); }
+
+  // The ticket has to wait: answer now, or hold the request for -queue-hold.
+  // `presented`: the visitor sent this ticket's cookie (they hold it already).
+  Admission queued(const Request& request, const shm::TicketCookie& cookie, int64_t position, Millis now,
+                   bool presented) {
+    if (!holds()) return waiting(request, cookie, position);
+    cookie_ = cookie;
+    cookie_presented_ = presented;
+    position_ = position;
+    state_ = State::Held;
+    hold_deadline_ = now + config_.queue_hold;
+    // Register before the first check, so a ticket that turns ready between
+    // the two is not missed: its wake-up finds the flag raised.
+    ParkedRequests::park(context_, shm::Resource::PageSlot);
+    return retryHold(request, now);
+  }
+
+  // One recheck of a held request: touch the ticket (so the reaper never
+  // takes it while held) and claim it once it is ready.
+  Admission retryHold(const Request& request, Millis now) {
+    if (HeldPages::draining()) return holdExpired(request, now);
+    shm::TicketView view = segment().touch(cookie_, now, config_.token_ttl);
+    if (view.state == shm::TicketState::Ready) {
+      if (segment().claim(cookie_, context_.slot)) {
+        Admission a = takeSlot(cookie_.ticket, request, now);
+        leaveHold();
+        return a;
+      }
+      view = segment().touch(cookie_, now, config_.token_ttl);  // it changed under us: look again
+    }
+    if (view.state == shm::TicketState::Waiting || view.state == shm::TicketState::Ready) {
+      if (view.state == shm::TicketState::Waiting) position_ = view.position;
+      return holdOn();
+    }
+    // The ticket is gone (another request with the same cookie claimed it,
+    // or it expired): a new arrival at the back, as without the hold, still
+    // within the same hold deadline.
+    shm::Issued issued = segment().issue(context_.slot, config_.max_queue, now);
+    switch (issued.outcome) {
+      case shm::IssueOutcome::Ready: {
+        Admission a = takeSlot(issued.cookie.ticket, request, now);
+        leaveHold();
+        return a;
+      }
+      case shm::IssueOutcome::Queued:
+        cookie_ = issued.cookie;
+        cookie_presented_ = false;
+        position_ = issued.position;
+        return holdOn();
+      case shm::IssueOutcome::Breaker:
+      case shm::IssueOutcome::RingFull: break;
+    }
+    leaveHold();
+    return respond(roomFullResponse(config_, request), Outcome::Rejected);
+  }
+
+  Admission holdOn() {
+    HeldPages::note(cookie_.ticket);
+    Admission a;
+    a.kind = Admission::Kind::Wait;
+    a.deadline = hold_deadline_;
+    return a;
+  }
+
+  // The hold ran out (or the worker drains) before the ticket's turn: the
+  // answer the request would have had at once without -queue-hold, with the
+  // cookies that keep the visitor's place. The ticket stays in line.
+  Admission holdExpired(const Request& request, Millis now) {
+    leaveHold();
+    shm::TicketView view = segment().render(cookie_, now, config_.token_ttl);
+    if (view.state == shm::TicketState::Waiting) position_ = view.position;
+    return waiting(request, cookie_, position_);
+  }
+
+  void leaveHold() { ParkedRequests::unpark(context_, shm::Resource::PageSlot); }
 
   Admission takeSlot(uint64_t ticket, const Request& request, Millis now) {
     ticket_ = ticket;
@@ -287,17 +490,14 @@ class PageGuard final : public RequestGuard {
     segment().retire(ticket_, true);
   }
 
-  void finishTicket() {
-    if (!ticket_in_flight_) return;
+  bool finishTicket() {
+    if (!ticket_in_flight_) return false;
     ticket_in_flight_ = false;
     segment().finish(ticket_, context_.slot);
+    return true;
   }
 
-  void logEdge(const char* what) const {
-    LOG_INFO("%s: %lld/%d slots, %lld queued (%lld live)", what, static_cast<long long>(segment().pageOccupancy()),
-             segment().pageCap(), static_cast<long long>(segment().queueDepth()),
-             static_cast<long long>(segment().liveQueueDepth()));
-  }
+  void logEdge(const char* what) const { SaturationLog::edge(segment(), what, monotonicMs()); }
 
   const WorkerContext& context_;
   const config::Config& config_;
@@ -307,6 +507,10 @@ class PageGuard final : public RequestGuard {
   bool ticket_in_flight_ = false;
   bool holding_page_ = false;
   Millis deadline_ = 0;
+  shm::TicketCookie cookie_;       // Held: the waiting ticket
+  bool cookie_presented_ = false;  // Held: the request came with that ticket's cookie
+  int64_t position_ = 1;           // Held: its last known position
+  Millis hold_deadline_ = 0;
   std::optional<std::string> pass_cookie_;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,6 +49,35 @@ class ParkedRequests {
   static void park(const WorkerContext& context, shm::Resource resource);
   static void unpark(const WorkerContext& context, shm::Resource resource);
   static int64_t count(const WorkerContext& context, shm::Resource resource);
+};
+
+// Page requests held on their connection by -queue-hold, as the worker's
+// event loop sees them. A page guard whose admit() keeps its request held
+// (Wait) notes the ticket it waits on; the worker takes the note right after
+// the call that produced it (Worker::park for a new park, Worker::recheckParked
+// for a recheck). That is how the worker keeps its held requests in ticket
+// order without knowing what kind of guard a connection has. While the
+// worker drains, guards hold nothing: a request that would be held is
+// answered at once with the waiting room. Worker-local, like ParkedRequests.
+class HeldPages {
+ public:
+  static void note(uint64_t ticket);
+  static std::optional<uint64_t> take();  // the last note, cleared
+  static void setDraining(bool draining);
+  static bool draining();
+};
+
+// The "upstream saturated" / "draining" lines (reference §1.8: logged on the
+// full and not-full edges). At full cap those edges alternate on nearly
+// every request, so a worker writes at most one such line per second: the
+// first edge is logged at once, later ones within the second are folded,
+// and flush() (the worker's 1 s tick) logs where the room ended up if that
+// differs from the last line. The log always ends on the current state.
+constexpr Millis kSaturationLogGapMs = 1000;
+class SaturationLog {
+ public:
+  static void edge(const shm::Segment& segment, const char* what, Millis now);
+  static void flush(const shm::Segment& segment, Millis now);
 };
 
 }  // namespace concert::worker

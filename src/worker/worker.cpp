@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "worker/connection.h"
+#include "worker/room.h"
 
 namespace concert::worker {
 
@@ -52,6 +53,9 @@ std::string peerAddress(const sockaddr* addr) {
 Worker::Worker(const WorkerContext& context) : context_(context) {}
 
 Worker::~Worker() {
+  // Connections release what they hold as they go; their wake-ups must not
+  // reach a worker that is being taken apart.
+  if (local_wake_ && context_.segment) context_.segment->setLocalWake(context_.slot, nullptr, nullptr);
   for (ClientConnection* c : connections_) delete c;
   connections_.clear();
   pool_.reset();
@@ -110,6 +114,12 @@ bool Worker::setUp() {
       wake_ = event_new(base_, fd, EV_READ | EV_PERSIST, &Worker::onWake, this);
       event_add(wake_, nullptr);
       events_.push_back(wake_);
+      // A release in this worker wakes its own parked requests without the
+      // eventfd: a deferred recheck later in the same loop iteration.
+      local_wake_ = event_new(base_, -1, 0, &Worker::onLocalWake, this);
+      events_.push_back(local_wake_);
+      context_.segment->setLocalWake(
+          context_.slot, [](void* arg) { event_active(static_cast<Worker*>(arg)->local_wake_, EV_TIMEOUT, 0); }, this);
     }
   }
   recheck_ = event_new(base_, -1, EV_PERSIST, &Worker::onRecheck, this);
@@ -192,8 +202,15 @@ void Worker::connectionClosed(ClientConnection* connection) {
 // ------------------------------------------------------------ parking
 
 void Worker::park(ClientConnection* connection) {
-  const bool was_empty = parked_.empty();
-  connection->park_pos = parked_.insert(parked_.end(), connection);
+  const bool was_empty = parked_.empty() && held_.empty();
+  // The guard whose admit() just returned Wait says whether it holds a page
+  // request, and on which ticket.
+  if (std::optional<uint64_t> ticket = HeldPages::take()) {
+    connection->park_pos = parked_.end();
+    hold(connection, *ticket);
+  } else {
+    connection->park_pos = parked_.insert(parked_.end(), connection);
+  }
   if (was_empty) {
     timeval tv = toTimeval(kRecheckMs);
     event_add(recheck_, &tv);
@@ -201,9 +218,13 @@ void Worker::park(ClientConnection* connection) {
 }
 
 void Worker::unpark(ClientConnection* connection) {
-  parked_.erase(connection->park_pos);
+  if (held_at_.count(connection) != 0) {
+    unhold(connection);
+  } else if (connection->park_pos != parked_.end()) {
+    parked_.erase(connection->park_pos);
+  }
   connection->park_pos = parked_.end();
-  if (parked_.empty()) {
+  if (parked_.empty() && held_.empty()) {
     event_del(recheck_);
     if (context_.segment && context_.slot != shm::kNoSlot)
       for (shm::Resource r : {shm::Resource::PageSlot, shm::Resource::AssetSlot, shm::Resource::PassSlot})
@@ -211,26 +232,96 @@ void Worker::unpark(ClientConnection* connection) {
   }
 }
 
-void Worker::recheckParked() {
-  if (parked_.empty()) return;
-  // Connections are freed only on a later loop turn, so the snapshot stays valid
-  // even if a recheck closes one of them.
-  std::vector<ClientConnection*> snapshot(parked_.begin(), parked_.end());
+// Files `connection` (parked, general list or held) as held on `ticket`.
+void Worker::hold(ClientConnection* connection, uint64_t ticket) {
+  if (held_at_.count(connection) != 0) {
+    unhold(connection);
+  } else if (connection->park_pos != parked_.end()) {
+    parked_.erase(connection->park_pos);
+    connection->park_pos = parked_.end();
+  }
+  const HeldKey key(ticket, held_seq_++);
+  held_.emplace(key, connection);
+  held_at_[connection] = key;
+}
+
+void Worker::unhold(ClientConnection* connection) {
+  auto at = held_at_.find(connection);
+  if (at == held_at_.end()) return;
+  held_.erase(at->second);
+  held_at_.erase(at);
+}
+
+void Worker::recheckParked(bool every_held) {
+  if (parked_.empty() && held_.empty()) return;
   Millis now = monotonicMs();
-  for (ClientConnection* c : snapshot)
-    if (c->isParked()) c->recheckAdmission(now);
+  if (!parked_.empty()) {
+    // Connections are freed only on a later loop turn, so the snapshot stays
+    // valid even if a recheck closes one of them.
+    std::vector<ClientConnection*> snapshot(parked_.begin(), parked_.end());
+    for (ClientConnection* c : snapshot) {
+      if (!c->isParked()) continue;
+      c->recheckAdmission(now);
+      // A page request that was waiting for a slot does not become held
+      // again; a note here belongs to a request this one just re-parked,
+      // which park() has filed already, or it is filed now.
+      if (std::optional<uint64_t> ticket = HeldPages::take())
+        if (c->isParked() && held_at_.count(c) == 0) hold(c, *ticket);
+    }
+  }
+  recheckHeld(now, every_held);
+}
+
+// Held page requests are rechecked in ticket order, and a wake-up stops at
+// the first one that stays held on the ticket it was filed under. Its ticket
+// is still not ready: fewer than cap unfinished tickets are ahead of a ready
+// one, and every later held ticket has that one (unfinished) ahead of it as
+// well as everything ahead of it, so none of them is ready either. Claims
+// check the window themselves, so the rule only saves work: with n held
+// requests a release costs one recheck, not n. Whatever finishes a ticket
+// afterwards wakes this worker again. The 250 ms timer walks the whole list,
+// which expires hold deadlines past the first waiting ticket and keeps every
+// held ticket touched (seen) for the reaper.
+void Worker::recheckHeld(Millis now, bool every_held) {
+  auto it = held_.begin();
+  while (it != held_.end()) {
+    const HeldKey key = it->first;
+    ClientConnection* c = it->second;
+    c->recheckAdmission(now);
+    std::optional<uint64_t> ticket = HeldPages::take();
+    auto at = held_at_.find(c);
+    // Still parked on the same request (neither answered nor re-parked)?
+    if (at != held_at_.end() && at->second == key) {
+      if (!ticket) {
+        // Its ticket was claimed; it now waits for a page slot like any
+        // other parked request.
+        unhold(c);
+        c->park_pos = parked_.insert(parked_.end(), c);
+      } else if (*ticket != key.first) {
+        hold(c, *ticket);  // its ticket was gone: it queued again, further back
+      } else if (!every_held) {
+        break;
+      }
+    }
+    it = held_.upper_bound(key);
+  }
 }
 
 void Worker::onWake(evutil_socket_t fd, short, void* arg) {
   auto* w = static_cast<Worker*>(arg);
-  uint64_t value;
-  while (read(fd, &value, sizeof value) == sizeof value) {
-  }
-  w->recheckParked();
+  w->context_.segment->wakeConsumed(w->context_.slot);
+  uint64_t value;  // one read returns and resets the whole count
+  if (read(fd, &value, sizeof value) < 0 && errno != EAGAIN && errno != EINTR)
+    LOG_WARN("wake-up eventfd: %s", std::strerror(errno));
+  w->recheckParked(false);
+}
+
+void Worker::onLocalWake(evutil_socket_t, short, void* arg) {
+  static_cast<Worker*>(arg)->recheckParked(false);
 }
 
 void Worker::onRecheck(evutil_socket_t, short, void* arg) {
-  static_cast<Worker*>(arg)->recheckParked();
+  static_cast<Worker*>(arg)->recheckParked(true);
 }
 
 // ------------------------------------------------------------ signals and timers
@@ -257,8 +348,10 @@ void Worker::onSignal(evutil_socket_t sig, short, void* arg) {
 
 void Worker::onTick(evutil_socket_t, short, void* arg) {
   auto* w = static_cast<Worker*>(arg);
-  if (w->context_.segment && w->context_.slot != shm::kNoSlot)
+  if (w->context_.segment && w->context_.slot != shm::kNoSlot) {
     w->context_.segment->heartbeat(w->context_.slot, monotonicMs());
+    SaturationLog::flush(*w->context_.segment, monotonicMs());
+  }
   if (w->context_.master_pid != 0 && getppid() != w->context_.master_pid && !w->draining_) w->beginDrain("master gone");
 }
 
@@ -281,6 +374,10 @@ void Worker::beginDrain(const char* why) {
   for (evconnlistener* l : listeners_) evconnlistener_disable(l);
   std::vector<ClientConnection*> all(connections_.begin(), connections_.end());
   for (ClientConnection* c : all) c->closeIfIdle();
+  // Held page requests get the waiting room now rather than being cut off
+  // when the grace runs out: the visitor keeps its place through the cookie.
+  HeldPages::setDraining(true);
+  recheckParked(true);
   timeval tv = toTimeval(config().shutdown_grace);
   evtimer_add(grace_, &tv);
   pool_->closeIdle();

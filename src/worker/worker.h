@@ -7,16 +7,22 @@
 // in-flight requests finish) → exit when no connection is left (status 0)
 // or when shutdown-grace runs out (remaining requests are released and
 // closed, status 1). Parked requests are woken by the slot's eventfd (a
-// release in any worker writes it) and by a 250 ms fallback timer. If this
-// process dies, the master reclaims everything it held from its ledger.
+// release in any worker writes it) and by a 250 ms fallback timer. Page
+// requests held by -queue-hold are kept apart, in ticket order (see
+// recheckHeld); draining answers them at once with the waiting room. If
+// this process dies, the master reclaims everything it held from its ledger.
 #pragma once
 
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "worker/access_log.h"
@@ -44,7 +50,8 @@ class Worker {
   AccessLog& accessLog() { return access_log_; }
   bool draining() const { return draining_; }
 
-  // Requests waiting for a slot, in arrival order.
+  // Requests waiting for a slot (in arrival order) or held by -queue-hold
+  // (in ticket order).
   void park(ClientConnection* connection);
   void unpark(ClientConnection* connection);
   // A connection was closed (its memory is freed on the next loop turn).
@@ -57,13 +64,19 @@ class Worker {
   static void onSignal(evutil_socket_t sig, short, void* arg);
   static void onTick(evutil_socket_t, short, void* arg);
   static void onWake(evutil_socket_t fd, short, void* arg);
+  static void onLocalWake(evutil_socket_t, short, void* arg);
   static void onRecheck(evutil_socket_t, short, void* arg);
   static void onFlush(evutil_socket_t, short, void* arg);
   static void onGrace(evutil_socket_t, short, void* arg);
 
   bool setUp();
   void beginDrain(const char* why);
-  void recheckParked();
+  // `every_held`: recheck every held request (the timer) instead of stopping
+  // at the first one whose ticket is still not ready (a wake-up).
+  void recheckParked(bool every_held);
+  void recheckHeld(Millis now, bool every_held);
+  void hold(ClientConnection* connection, uint64_t ticket);
+  void unhold(ClientConnection* connection);
   void stopNow(int status);
 
   WorkerContext context_;
@@ -71,6 +84,7 @@ class Worker {
   std::vector<evconnlistener*> listeners_;
   std::vector<event*> events_;  // signals and timers freed at exit
   event* wake_ = nullptr;
+  event* local_wake_ = nullptr;
   event* recheck_ = nullptr;
   event* grace_ = nullptr;
   event* accept_pause_ = nullptr;
@@ -78,7 +92,14 @@ class Worker {
   std::unique_ptr<UpstreamPool> pool_;
   AccessLog access_log_;
   std::unordered_set<ClientConnection*> connections_;
-  std::list<ClientConnection*> parked_;
+  std::list<ClientConnection*> parked_;  // everything parked but held page requests
+  // Held page requests by (ticket, park sequence); the sequence tells apart
+  // two requests on one ticket (a cookie shared by two tabs) and a request
+  // from the one parked after it on the same connection.
+  using HeldKey = std::pair<uint64_t, uint64_t>;
+  std::map<HeldKey, ClientConnection*> held_;
+  std::unordered_map<ClientConnection*, HeldKey> held_at_;
+  uint64_t held_seq_ = 0;
   bool draining_ = false;
   Millis drain_started_ms_ = 0;
   bool stopping_ = false;

@@ -42,6 +42,8 @@ struct Room {
     context.segment = segment.get();
     context.slot = 0;
     worker::resetUtilizationCache();
+    worker::HeldPages::take();
+    worker::HeldPages::setDraining(false);
   }
   // A second worker slot sharing the same segment.
   worker::WorkerContext other(shm::WorkerSlot slot) const {

@@ -391,6 +391,40 @@ TEST_CASE("room settings: reaper, token-ttl, pass, max-queue") {
   expectFlagError("max-queue", "-1");
 }
 
+TEST_CASE("queue-hold: default off, Go durations up to 1h, flag, environment and file") {
+  LoadResult r;
+  CHECK(okConfig(run({}, withSecret())).queue_hold == 0);
+  CHECK(expectFlagOk(r, "queue-hold", "0").queue_hold == 0);
+  CHECK(expectFlagOk(r, "queue-hold", "1ms").queue_hold == 1);
+  CHECK(expectFlagOk(r, "queue-hold", "2.5s").queue_hold == 2'500);
+  CHECK(expectFlagOk(r, "queue-hold", "1h").queue_hold == 3'600'000);
+  expectFlagError("queue-hold", "1h0m0.001s",
+                  "-queue-hold (flag): must be 0 or between 1ms and 1h0m0s, got 1h0m0.001s");
+  expectFlagError("queue-hold", "2h", "must be 0 or between 1ms and 1h0m0s, got 2h");
+  expectFlagError("queue-hold", "-1s", "must be 0 or between 1ms and 1h0m0s");
+  expectFlagError("queue-hold", "500us", "must be 0 or between 1ms and 1h0m0s");
+  expectFlagError("queue-hold", "5", "-queue-hold (flag)");
+  expectFlagError("queue-hold", "soon", "invalid duration \"soon\"");
+
+  LoadResult env = run({}, withSecret({{"CONCERT_QUEUE_HOLD", "5s"}}));
+  CHECK(okConfig(env).queue_hold == 5'000);
+  LoadResult bad_env = run({}, withSecret({{"CONCERT_QUEUE_HOLD", "90m"}}));
+  CHECK_FALSE(bad_env.ok());
+  CHECK(contains(bad_env.errors, "CONCERT_QUEUE_HOLD"));
+  CHECK(contains(bad_env.errors, "must be 0 or between 1ms and 1h0m0s, got 90m"));
+  // Precedence: flag over environment.
+  CHECK(okConfig(run({"-queue-hold", "2s"}, withSecret({{"CONCERT_QUEUE_HOLD", "5s"}}))).queue_hold == 2'000);
+
+  TempDir dir;
+  std::string file = dir.write("c.yaml", "cap: 3\nqueue-hold: 750ms\n");
+  CHECK(okConfig(run({"-c", file}, withSecret())).queue_hold == 750);
+  std::string wrong = dir.write("w.yaml", "queue-hold: 3h\n");
+  LoadResult from_file = run({"-c", wrong}, withSecret());
+  CHECK_FALSE(from_file.ok());
+  CHECK(contains(from_file.errors, wrong + ":1: queue-hold"));
+  CHECK(contains(from_file.errors, "must be 0 or between 1ms and 1h0m0s, got 3h"));
+}
+
 TEST_CASE("contract settings: workers, grace, max-body, timeouts") {
   LoadResult r;
   CHECK(expectFlagOk(r, "workers", "1").workers == 1);
@@ -621,4 +655,6 @@ TEST_CASE("startupLine summarises the configuration like the original") {
         "asset-cap=64000 (derived), asset-user-cap=8 h1 / 128 h2)");
   LoadResult e = run({"-asset-cap", "7"}, withSecret());
   CHECK(startupLine(okConfig(e)).find("asset-cap=7, ") != std::string::npos);
+  LoadResult h = run({"-queue-hold", "90s"}, withSecret());
+  CHECK(startupLine(okConfig(h)).find("token-ttl=5m0s, queue-hold=1m30s, asset-cap=") != std::string::npos);
 }

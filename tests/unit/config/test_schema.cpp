@@ -61,6 +61,9 @@ TEST_CASE("the schema is well formed") {
   for (const char* restart : {"listen", "asset-users-max", "max-queue", "asset-cap", "daemon", "pid-file", "user"})
     CHECK_MESSAGE(findSetting(restart)->reload == Reload::Restart, restart);
   CHECK(findSetting("cap")->reload == Reload::Live);
+  CHECK(findSetting("queue-hold")->reload == Reload::Live);
+  CHECK(findSetting("queue-hold")->group == "Waiting room");
+  CHECK(rangeText(*findSetting("queue-hold")) == "0 or 1ms to 1h0m0s");
 }
 
 TEST_CASE("every era-A flag and contract addition is in the schema") {
@@ -103,6 +106,7 @@ TEST_CASE("every era-A flag and contract addition is in the schema") {
       {"shutdown-grace", "CONCERT_SHUTDOWN_GRACE"},
       {"max-body", "CONCERT_MAX_BODY"},
       {"asset-users-max", "CONCERT_ASSET_USERS_MAX"},
+      {"queue-hold", "CONCERT_QUEUE_HOLD"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;

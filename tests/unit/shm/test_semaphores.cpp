@@ -100,6 +100,34 @@ TEST_CASE("a release wakes exactly the slots waiting for that resource") {
   CHECK_FALSE(readable(s->eventFd(1), &value));
 }
 
+TEST_CASE("wake-ups: one eventfd write until the worker reads; its own slot is woken without one") {
+  auto s = makeSegment(1);
+  uint64_t value = 0;
+  s->setWaiting(1, Resource::PageSlot, true);
+  for (int i = 0; i < 5; ++i) s->wake(Resource::PageSlot);
+  CHECK(readable(s->eventFd(1), &value));
+  CHECK(value == 1);  // five wake-ups before the read: one write
+  // Read without saying so first: the flag is still up, nothing is written.
+  s->wake(Resource::PageSlot);
+  CHECK_FALSE(readable(s->eventFd(1), &value));
+  s->wakeConsumed(1);
+  s->wake(Resource::PageSlot);
+  CHECK(readable(s->eventFd(1), &value));
+
+  int local_calls = 0;
+  s->setLocalWake(
+      0, [](void* arg) { ++*static_cast<int*>(arg); }, &local_calls);
+  s->setWaiting(0, Resource::PageSlot, true);
+  s->wakeConsumed(1);
+  s->wake(Resource::PageSlot);
+  CHECK(local_calls == 1);
+  CHECK_FALSE(readable(s->eventFd(0), &value));  // no system call for oneself
+  CHECK(readable(s->eventFd(1), &value));        // the other slot still gets its write
+  s->setLocalWake(0, nullptr, nullptr);
+  s->wake(Resource::PageSlot);
+  CHECK(readable(s->eventFd(0), &value));
+}
+
 TEST_CASE("smoothed utilization stays in [0, 1] and follows occupancy") {
   auto s = makeSegment(2);
   CHECK(s->snapshot().utilization == doctest::Approx(0.0));

@@ -1,6 +1,7 @@
 // The ticket ring: issue, positions, polls, claims, expiry, wrap-around,
 // ring full and the breaker (reference-behaviour §1).
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -288,4 +289,56 @@ TEST_CASE("render reports a ticket inside the window as ready without claiming i
   CHECK(s->issue(0, 0, 0).outcome == IssueOutcome::Queued);
   s->finish(q.cookie.ticket, 2);
   CHECK(s->issue(0, 0, 0).outcome == IssueOutcome::Queued);  // the queued one above is ahead
+}
+
+TEST_CASE("touch keeps a waiting ticket seen without stamping the cookie time, and reports readiness") {
+  auto s = makeSegment(1);
+  const Issued a = mustAdmit(*s);
+  const Issued q = mustQueue(*s, 1000);
+  TicketView v = s->touch(q.cookie, 1000 + kTtl, kTtl);
+  CHECK(v.state == TicketState::Waiting);
+  CHECK(v.position == 1);
+  CHECK(s->reapExpired(1000 + kTtl + 1, kTtl) == 0);  // seen at 1000 + ttl
+  // The cookies were last sent at issue (1000): a poll past ttl/3 of that
+  // still asks for a refresh, as touch sent nothing.
+  CHECK(s->poll(q.cookie, 1000 + kTtl, kTtl).refresh_cookie);
+  s->finish(a.cookie.ticket, 0);
+  CHECK(s->touch(q.cookie, 1000 + kTtl, kTtl).state == TicketState::Ready);
+  CHECK(s->touch(q.cookie, 1000 + 3 * kTtl, kTtl).state == TicketState::Expired);
+  CHECK(s->touch(q.cookie, 1000 + 3 * kTtl, kTtl).state == TicketState::Unknown);
+}
+
+TEST_CASE("every path that finishes a waiting ticket wakes PageSlot waiters; finish leaves it to releasePage") {
+  auto s = makeSegment(1);
+  uint64_t value = 0;
+  auto woken = [&] {
+    s->wakeConsumed(3);  // as the worker does before reading
+    return read(s->eventFd(3), &value, sizeof value) == static_cast<ssize_t>(sizeof value);
+  };
+  const Issued a = mustAdmit(*s);
+  const Issued q1 = mustQueue(*s, 0);
+  const Issued q2 = mustQueue(*s, 0);
+  const Issued q3 = mustQueue(*s, 0);
+  const Issued q4 = mustQueue(*s, kTtl);
+  mustQueue(*s, 2 * kTtl);
+  s->setWaiting(3, Resource::PageSlot, true);
+  CHECK_FALSE(woken());
+
+  s->retire(q1.cookie.ticket, false);
+  CHECK(woken());
+  CHECK(s->render(q2.cookie, kTtl + 1, kTtl).state == TicketState::Expired);
+  CHECK(woken());
+  CHECK(s->poll(q3.cookie, kTtl + 1, kTtl).state == TicketState::Expired);
+  CHECK(woken());
+  CHECK(s->touch(q4.cookie, 2 * kTtl + 1, kTtl).state == TicketState::Expired);
+  CHECK(woken());
+  CHECK(s->reapExpired(2 * kTtl + 1, kTtl) == 0);
+  CHECK_FALSE(woken());  // nothing evicted, nothing to say
+  CHECK(s->reapExpired(3 * kTtl + 1, kTtl) == 1);
+  CHECK(woken());
+  CHECK(s->liveQueueDepth() == 0);
+
+  s->finish(a.cookie.ticket, 0);
+  CHECK_FALSE(woken());
+  s->setWaiting(3, Resource::PageSlot, false);
 }
