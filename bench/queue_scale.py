@@ -292,6 +292,17 @@ def poll_phase(args, procs, pin, tmp, proc, port, prefix, rate, label):
     delay_ms = max(1, round(conns * 1000.0 / rate))
     target = conns * 1000.0 / delay_ms
     cpu = pin.proxy_cpu if pin.enabled else None
+    # Start from a quiet Concert: after an overloaded phase it may still be
+    # answering (or closing) the last connections of the previous wrk, and
+    # that work belongs to the previous phase, not to this one's polls.
+    settle_until = time.time() + 10
+    prev = benchlib.tree_cpu_ns(proc.pid)
+    while time.time() < settle_until:
+        time.sleep(0.5)
+        now_ns = benchlib.tree_cpu_ns(proc.pid)
+        if now_ns - prev < 5e6:  # under 1 % of a CPU over the last half second
+            break
+        prev = now_ns
     t0, b0 = time.time(), benchlib.cpu_busy_seconds(cpu)
     c0, m0 = benchlib.tree_cpu_ns(proc.pid), benchlib.process_cpu_ns(proc.pid)
     wrk = benchlib.run_wrk(procs, pin, "http://127.0.0.1:%d/queue/status" % port, tmp, args.threads,
