@@ -24,6 +24,8 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -663,3 +665,32 @@ def write_request_files(prefix, requests, threads):
         for f in files:
             f.close()
     return prefix
+
+
+# ---------------------------------------------------------------- driver main
+
+def run_driver(name, args, tools, tmp_prefix, run, report):
+    """The common body of a driver's main(): check `tools`, make the scratch directory (unless --tmp),
+    run `run(tmp, procs, pin)`, stop every process it started, then write `report(result, pin)` to
+    args.out and stdout. Returns run's result."""
+    for tool in tools:
+        if not shutil.which(tool):
+            sys.exit("%s: %s not found (make deps-bench installs it)" % (name, tool))
+    install_signal_exit()
+    own_tmp = args.tmp is None
+    tmp = tempfile.mkdtemp(prefix=tmp_prefix) if own_tmp else args.tmp
+    procs = Procs(args.pid_file)
+    pin = Pinning(not args.no_pin)
+    args.load_before = load_average()
+    try:
+        result = run(tmp, procs, pin)
+    finally:
+        procs.stop_all()
+        if own_tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    text = report(result, pin)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+    return result

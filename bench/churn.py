@@ -46,9 +46,7 @@ import datetime
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -278,27 +276,9 @@ def main():
     args.setups = [s.strip() for s in args.setups.split(",") if s.strip()]
     if args.connections is None:
         args.connections = 2 * args.cap
-    for tool in ("wrk", "haproxy"):
-        if not shutil.which(tool):
-            sys.exit("churn: %s not found (make deps-bench installs it)" % tool)
-
-    benchlib.install_signal_exit()
-    own_tmp = args.tmp is None
-    tmp = tempfile.mkdtemp(prefix="concert-churn-") if own_tmp else args.tmp
-    procs = benchlib.Procs(args.pid_file)
-    pin = benchlib.Pinning(not args.no_pin)
-    args.load_before = benchlib.load_average()
-    try:
-        rows, notes = Churn(args, tmp, procs, pin).run()
-    finally:
-        procs.stop_all()
-        if own_tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-    text = report(args, rows, notes, pin)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
-    sys.stdout.write(text)
+    rows, notes = benchlib.run_driver("churn", args, ("wrk", "haproxy"), "concert-churn-",
+                                      lambda tmp, procs, pin: Churn(args, tmp, procs, pin).run(),
+                                      lambda result, pin: report(args, result[0], result[1], pin))
     return 1 if failed(notes) or not rows else 0
 
 

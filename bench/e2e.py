@@ -29,9 +29,7 @@ Concert rows are skipped, with the reason printed, if the binary does not run.
 import argparse
 import datetime
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -324,27 +322,9 @@ def main():
     p.add_argument("--out", default=os.path.join(HERE, "results", "latest.md"))
     args = p.parse_args()
     args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    for tool in ("wrk", "nginx", "haproxy"):
-        if not shutil.which(tool):
-            sys.exit("e2e: %s not found (make deps-bench installs it)" % tool)
-
-    benchlib.install_signal_exit()
-    own_tmp = args.tmp is None
-    tmp = tempfile.mkdtemp(prefix="concert-bench-") if own_tmp else args.tmp
-    procs = benchlib.Procs(args.pid_file)
-    pin = benchlib.Pinning(not args.no_pin)
-    args.load_before = benchlib.load_average()
-    try:
-        results, notes = Bench(args, tmp, procs, pin).run()
-    finally:
-        procs.stop_all()
-        if own_tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-    text = report(args, results, notes, pin)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
-    sys.stdout.write(text)
+    benchlib.run_driver("e2e", args, ("wrk", "nginx", "haproxy"), "concert-bench-",
+                        lambda tmp, procs, pin: Bench(args, tmp, procs, pin).run(),
+                        lambda result, pin: report(args, result[0], result[1], pin))
 
 
 if __name__ == "__main__":
