@@ -28,6 +28,7 @@ struct FlushQueue {
   event* ev = nullptr;
   std::vector<Stream*> dirty;
   bool flushing = false;
+  size_t streams = 0;  // alive; the last one to go releases the event
 };
 
 // Buffers start as one 16 KiB block from a small per-thread free list:
@@ -146,11 +147,22 @@ void Buffer::drain(size_t len) {
 
 // ------------------------------------------------------------------ Stream
 
-Stream::Stream(event_base* base) : base_(base) {}
+Stream::Stream(event_base* base) : base_(base) {
+  ++flushQueue().streams;
+}
 
 Stream::~Stream() {
   close();
   if (destroyed_) *destroyed_ = true;
+  FlushQueue& q = flushQueue();
+  if (--q.streams == 0 && !q.flushing) {
+    // No stream left on this loop: forget it, so that a later loop (a new
+    // event_base, perhaps at the same address) gets an event of its own.
+    if (q.ev) event_free(q.ev);
+    q.ev = nullptr;
+    q.base = nullptr;
+    q.dirty.clear();
+  }
 }
 
 void Stream::setCallbacks(DataCallback read, DataCallback write, EventCallback event, void* arg) {
