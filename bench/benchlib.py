@@ -371,7 +371,7 @@ NGINX_PROXY_BODY = """  upstream origin {{
 
 HAPROXY_CFG = """global
   nbthread 1
-  maxconn 8000
+  maxconn 8000{global_opts}
 defaults
   mode http
   option http-keep-alive
@@ -433,12 +433,13 @@ def start_nginx_proxy(procs, tmp, pin, origin_port):
     return proc, port
 
 
-def start_haproxy(procs, tmp, pin, origin_port, server_maxconn=None):
+def start_haproxy(procs, tmp, pin, origin_port, server_maxconn=None, busy_polling=False):
     port = free_port()
     conf = os.path.join(tmp, "haproxy-%d.cfg" % port)
     opts = " maxconn %d" % server_maxconn if server_maxconn else ""
     with open(conf, "w") as f:
-        f.write(HAPROXY_CFG.format(port=port, origin=origin_port, server_opts=opts))
+        f.write(HAPROXY_CFG.format(port=port, origin=origin_port, server_opts=opts,
+                                   global_opts="\n  busy-polling" if busy_polling else ""))
     log = open(os.path.join(tmp, "haproxy-%d.log" % port), "wb")
     proc = procs.start("haproxy", pin.proxy(["haproxy", "-db", "-f", conf]), stdout=log, stderr=log)
     log.close()

@@ -58,6 +58,7 @@ struct Config {
   Millis reaper = 30'000;      // effective (0 in the file means 5m)
   Millis token_ttl = 300'000;  // effective (0 in the file means 5m)
   Millis queue_hold = 0;       // 0 = a page request that has to queue is answered at once
+  Millis busy_poll = 0;        // 0 = a worker with nothing to do sleeps in epoll_wait at once
   bool secure_cookie = false;
   std::string cookie_path = "/";
   std::string cookie_domain;

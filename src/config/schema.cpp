@@ -100,6 +100,10 @@ const Setting kSettings[] = {
     {"shutdown-grace", "CONCERT_SHUTDOWN_GRACE", VT::Duration, "30s", 0, kInt64Max, false, R::Live, kNet,
      "how long in-flight requests may finish on SIGTERM/SIGINT or when a generation drains", &Config::shutdown_grace,
      nullptr},
+    {"busy-poll", "CONCERT_BUSY_POLL", VT::Duration, "0", 1, kSecond, true, R::Live, kNet,
+     "after handling socket events a worker polls without sleeping for up to this long (for a dedicated proxy "
+     "host; 0 = sleep at once)",
+     &Config::busy_poll, nullptr},
 
     // -- origin
     {"upstream", "CONCERT_UPSTREAM", VT::Url, "http://127.0.0.1:3000", 0, 0, false, R::Live, kOrigin,

@@ -332,6 +332,7 @@ void Stream::onConnectTimeout(evutil_socket_t, short, void* arg) {
 }
 
 void Stream::handle(short what) {
+  ++events_handled_;
   if (fd_ < 0) return;
   if (connecting_) {
     finishConnect();

@@ -124,6 +124,9 @@ class Stream {
   // Sends the output of every stream written since the last flush; runs by
   // itself at the end of the loop iteration.
   static void flushAll();
+  // Socket events handled by this process's streams so far (-busy-poll
+  // watches it to tell a loop turn with work from an empty one).
+  static uint64_t eventsHandled() { return events_handled_; }
 
  private:
   static void onEvent(evutil_socket_t fd, short what, void* arg);
@@ -168,6 +171,7 @@ class Stream {
   bool in_handle_ = false;
   bool* destroyed_ = nullptr;  // set by the destructor for a callback still on the stack
   std::string error_reason_;
+  static inline uint64_t events_handled_ = 0;
 };
 
 }  // namespace concert::worker

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "worker/connection.h"
 #include "worker/room.h"
+#include "worker/stream.h"
 
 namespace concert::worker {
 
@@ -136,9 +137,31 @@ int Worker::run() {
   if (context_.segment && context_.slot != shm::kNoSlot) context_.segment->heartbeat(context_.slot, monotonicMs());
   // The master may have died between fork() and PR_SET_PDEATHSIG.
   if (context_.master_pid != 0 && getppid() != context_.master_pid) beginDrain("master gone");
-  event_base_dispatch(base_);
+  if (config().busy_poll > 0)
+    busyPollLoop();
+  else
+    event_base_dispatch(base_);
   access_log_.flush();
   return exit_status_;
+}
+
+// -busy-poll: after a loop turn that handled socket events the worker polls
+// (epoll_wait with a zero timeout) instead of sleeping, until the window
+// passes without one; then it sleeps in epoll_wait as usual. A busy worker
+// is never woken from sleep (on virtual machines a cross-CPU wake-up costs
+// the sender more than the request itself); an idle one spins for at most
+// the window after its last event. Ends like event_base_dispatch: on
+// loopexit or loopbreak, or when nothing is registered any more.
+void Worker::busyPollLoop() {
+  const int64_t window_us = config().busy_poll * 1000;
+  int64_t spin_until_us = 0;
+  for (;;) {
+    const uint64_t before = Stream::eventsHandled();
+    const bool spinning = monotonicUs() < spin_until_us;
+    const int rc = event_base_loop(base_, spinning ? EVLOOP_NONBLOCK : EVLOOP_ONCE);
+    if (rc != 0 || event_base_got_exit(base_) || event_base_got_break(base_)) return;
+    if (Stream::eventsHandled() != before) spin_until_us = monotonicUs() + window_us;
+  }
 }
 
 // ------------------------------------------------------------ accept

@@ -70,6 +70,7 @@ class Worker {
   static void onGrace(evutil_socket_t, short, void* arg);
 
   bool setUp();
+  void busyPollLoop();
   void beginDrain(const char* why);
   // `every_held`: recheck every held request (the timer) instead of stopping
   // at the first one whose ticket is still not ready (a wake-up).

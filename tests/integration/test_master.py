@@ -374,6 +374,25 @@ class TestStop(MasterTestCase):
         self.assertEqual(c.proc.wait(15), 0, c.log())
         self.assertIn("stopped", c.log())
 
+    def test_busy_poll_workers_serve_reload_and_stop(self):
+        # -busy-poll runs the loop itself instead of event_base_dispatch: it
+        # must serve, hand over on a reload and stop on SIGTERM like the other.
+        c = self.concert(["-cap", "2", "-busy-poll", "5ms"], workers=2)
+        for i in range(20):
+            status, _, body = c.get("/bp-%d" % i)
+            self.assertEqual(status, 200, body)
+        thread, result = self.park(c)
+        reload_and_wait(c, 2)
+        for i in range(5):
+            self.assertEqual(c.get("/after-reload-%d" % i)[0], 200)
+        c.signal(signal.SIGTERM)
+        self.assertTrue(wait_log(c, r"draining\.\.\."), c.log())
+        self.origin.release()
+        thread.join(15)
+        self.assertEqual(result.get("value", (None,))[0], 200, result)
+        self.assertEqual(c.proc.wait(15), 0, c.log())
+        self.assertIn("stopped", c.log())
+
     def test_grace_exceeded_exits_non_zero(self):
         c = self.concert(["-cap", "2", "-shutdown-grace", "1s"], workers=1)
         self.park(c)

@@ -107,6 +107,7 @@ TEST_CASE("every era-A flag and contract addition is in the schema") {
       {"max-body", "CONCERT_MAX_BODY"},
       {"asset-users-max", "CONCERT_ASSET_USERS_MAX"},
       {"queue-hold", "CONCERT_QUEUE_HOLD"},
+      {"busy-poll", "CONCERT_BUSY_POLL"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;
