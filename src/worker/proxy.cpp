@@ -299,10 +299,7 @@ void ClientConnection::onChunkToClient(void* arg, const char* data, size_t len) 
 }
 
 void ClientConnection::upstreamEvent(short events) {
-  if (events & Stream::kConnected) {
-    upstream_->connected = true;
-    return;
-  }
+  if (events & Stream::kConnected) return;  // the request head is already queued on the stream
   if (state_ == State::Tunnel) {
     // The origin ended the tunnel: hand the client what is left, then close.
     client_.writeFrom(upstream_->stream, upstream_->stream.input().size());
@@ -327,14 +324,14 @@ void ClientConnection::upstreamEvent(short events) {
 
   std::string reason;
   if (events & Stream::kTimeout) {
-    reason = upstream_->connected ? "timeout" : "dial timeout";
+    reason = upstream_->stream.connected() ? "timeout" : "dial timeout";
   } else if (events & Stream::kError) {
     reason = upstream_->stream.errorReason();
   } else {
     reason = "origin closed the connection";
   }
 
-  if (!response_started_ && !upstream_->connected && !upstream_->reused) {
+  if (!response_started_ && !upstream_->stream.connected() && !upstream_->reused) {
     // Connecting failed: the next resolved address (if any) gets a try, as
     // long as no request byte is lost with this connection.
     UpstreamPool& pool = worker_.upstreams();

@@ -366,6 +366,12 @@ void Stream::finishConnect() {
     handshake();
     return;
   }
+  established();
+}
+
+// TCP (and TLS) is up: stop the dial timer, tell the owner, send what was
+// written meanwhile.
+void Stream::established() {
   connected_ = true;
   if (connect_timer_) evtimer_del(connect_timer_);
   if (!notifyEvent(kConnected)) return;
@@ -377,10 +383,7 @@ void Stream::handshake() {
   int rc = SSL_do_handshake(ssl_);
   if (rc == 1) {
     handshaking_ = false;
-    connected_ = true;
-    if (connect_timer_) evtimer_del(connect_timer_);
-    if (!notifyEvent(kConnected)) return;
-    if (!out_.empty()) flushOutput();
+    established();
     return;
   }
   int e = SSL_get_error(ssl_, rc);

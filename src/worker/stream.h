@@ -136,6 +136,7 @@ class Stream {
   void handle(short what);
   void handshake();
   void finishConnect();
+  void established();
   void readInput();
   bool flushOutput();  // false when the stream was closed or destroyed meanwhile
   void markDirty();
@@ -167,8 +168,7 @@ class Stream {
   bool connecting_ = false;
   bool handshaking_ = false;
   bool connected_ = false;
-  bool dirty_ = false;  // queued for the end-of-iteration flush
-  bool in_handle_ = false;
+  bool dirty_ = false;         // queued for the end-of-iteration flush
   bool* destroyed_ = nullptr;  // set by the destructor for a callback still on the stack
   std::string error_reason_;
   static inline uint64_t events_handled_ = 0;

@@ -35,9 +35,8 @@ struct UpstreamConn {
   UpstreamPool* pool;
   Stream stream;
   MessageParser parser;
-  bool connected = false;  // TCP (and TLS) handshake done
-  size_t address = 0;      // index of the address dialled
-  bool reused = false;     // taken from the idle pool for the current exchange
+  size_t address = 0;   // index of the address dialled
+  bool reused = false;  // taken from the idle pool for the current exchange
   Millis idle_since = 0;
 };
 
