@@ -39,9 +39,9 @@ void appendEscaped(std::string& out, std::string_view value) {
   }
 }
 
-void appendQuotedOrDash(std::string& out, const Request& request, std::string_view name) {
+void appendQuotedOrDash(std::string& out, const http::Request& request, std::string_view name) {
   out += '"';
-  if (hasHeader(request.headers, name))
+  if (http::hasHeader(request.headers, name))
     appendEscaped(out, request.header(name));
   else
     out += '-';
@@ -50,7 +50,7 @@ void appendQuotedOrDash(std::string& out, const Request& request, std::string_vi
 
 }  // namespace
 
-void formatAccessLine(std::string& out, const Request& request, int status, uint64_t bytes, double seconds,
+void formatAccessLine(std::string& out, const http::Request& request, int status, uint64_t bytes, double seconds,
                       Outcome outcome, time_t wall) {
   static thread_local time_t cached_wall = -1;
   static thread_local char cached_time[40];
@@ -109,7 +109,7 @@ bool AccessLog::reopen() {
   return open(enabled_, path_);  // on failure the previous descriptor (if any) stays in use
 }
 
-void AccessLog::record(const Request& request, int status, uint64_t bytes, double seconds, Outcome outcome,
+void AccessLog::record(const http::Request& request, int status, uint64_t bytes, double seconds, Outcome outcome,
                        time_t wall) {
   if (!enabled_) return;
   formatAccessLine(buffer_, request, status, bytes, seconds, outcome, wall);

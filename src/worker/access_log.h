@@ -12,13 +12,13 @@
 #include <string>
 
 #include "worker/guard.h"
-#include "worker/request.h"
+#include "http/request.h"
 
 namespace concert::worker {
 
 // Appends one line (with '\n') for `request` to `out`. `wall` is the time the
 // request arrived; `seconds` its duration; `bytes` the body bytes sent.
-void formatAccessLine(std::string& out, const Request& request, int status, uint64_t bytes, double seconds,
+void formatAccessLine(std::string& out, const http::Request& request, int status, uint64_t bytes, double seconds,
                       Outcome outcome, time_t wall);
 
 class AccessLog {
@@ -32,7 +32,7 @@ class AccessLog {
   bool open(bool enabled, const std::string& path);
   bool reopen();
   bool enabled() const { return enabled_; }
-  void record(const Request& request, int status, uint64_t bytes, double seconds, Outcome outcome, time_t wall);
+  void record(const http::Request& request, int status, uint64_t bytes, double seconds, Outcome outcome, time_t wall);
   void flush();
 
  private:

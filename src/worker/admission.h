@@ -8,8 +8,8 @@
 
 #include "worker/context.h"
 #include "worker/guard.h"
-#include "worker/request.h"
-#include "worker/response.h"
+#include "http/request.h"
+#include "http/response.h"
 
 namespace concert::worker {
 
@@ -21,12 +21,12 @@ std::unique_ptr<RequestGuard> makePageGuard(const WorkerContext& context);
 std::unique_ptr<RequestGuard> makeAssetGuard(const WorkerContext& context, bool private_asset);
 
 // GET /queue/status (and OPTIONS -> 204).
-LocalResponse handleQueueStatus(const WorkerContext& context, const Request& request, Millis now);
+http::LocalResponse handleQueueStatus(const WorkerContext& context, const http::Request& request, Millis now);
 
 // GET /_room/healthz, GET /_room/stats, POST /_room/cap (body = request body).
-LocalResponse handleHealthz(const WorkerContext& context, const Request& request);
-LocalResponse handleStats(const WorkerContext& context, const Request& request);
-LocalResponse handleCap(const WorkerContext& context, const Request& request, const std::string& body);
+http::LocalResponse handleHealthz(const WorkerContext& context, const http::Request& request);
+http::LocalResponse handleStats(const WorkerContext& context, const http::Request& request);
+http::LocalResponse handleCap(const WorkerContext& context, const http::Request& request, const std::string& body);
 
 // The Cookie header value with room_ticket, room_pass, room_probe and
 // concert_admit removed and the rest kept in order ("a=1; b=2"); nullopt when

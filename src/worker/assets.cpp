@@ -31,7 +31,7 @@ namespace {
 
 // §2.10 protocol detection: the configured header wins when it names a
 // known protocol, otherwise the client connection's own version decides.
-shm::PassProto passProtocol(const config::Config& config, const Request& request) {
+shm::PassProto passProtocol(const config::Config& config, const http::Request& request) {
   if (!config.client_proto_header.empty()) {
     std::string_view v = request.header(config.client_proto_header);
     if (v.substr(0, 6) == "HTTP/1") return shm::PassProto::H1;
@@ -46,7 +46,7 @@ class AssetGuard final : public RequestGuard {
       : context_(context), config_(*context.config), private_(private_asset) {}
   ~AssetGuard() override { release(); }
 
-  Admission admit(const Request& request, Millis now) override {
+  Admission admit(const http::Request& request, Millis now) override {
     switch (state_) {
       case State::Start: return start(request, now);
       case State::WaitingPass: return retryPass(now);
@@ -57,8 +57,8 @@ class AssetGuard final : public RequestGuard {
     return respond(emptyResponse(503, 1));
   }
 
-  LocalResponse timedOut(const Request&, Millis) override {
-    LocalResponse r;
+  http::LocalResponse timedOut(const http::Request&, Millis) override {
+    http::LocalResponse r;
     if (state_ == State::WaitingPass) {
       ParkedRequests::unpark(context_, shm::Resource::PassSlot);
       segment().count(shm::Counter::AssetUserThrottledTotal);
@@ -93,7 +93,7 @@ class AssetGuard final : public RequestGuard {
 
   shm::Segment& segment() const { return *context_.segment; }
 
-  Admission start(const Request& request, Millis now) {
+  Admission start(const http::Request& request, Millis now) {
     if (!private_) return tryGlobal(now);
     int64_t unix_now = unixSeconds();
     std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);
@@ -196,7 +196,7 @@ class AssetGuard final : public RequestGuard {
     return a;
   }
 
-  Admission respond(LocalResponse response) {
+  Admission respond(http::LocalResponse response) {
     state_ = State::Done;
     outcome_ = Outcome::Rejected;
     addPassCookie(response.headers);
@@ -206,8 +206,8 @@ class AssetGuard final : public RequestGuard {
     return a;
   }
 
-  void addPassCookie(Headers& headers) const {
-    if (pass_cookie_) headers.push_back(Header{"Set-Cookie", admitSetCookie(config_, *pass_cookie_)});
+  void addPassCookie(http::Headers& headers) const {
+    if (pass_cookie_) headers.push_back(http::Header{"Set-Cookie", admitSetCookie(config_, *pass_cookie_)});
   }
 
   void releaseHolds() {

@@ -46,7 +46,7 @@ ClientConnection::ClientConnection(Worker& worker, evutil_socket_t fd, std::stri
     : worker_(worker),
       fd_(fd),
       client_(worker.base()),
-      parser_(MessageParser::Kind::Request),
+      parser_(http::MessageParser::Kind::Request),
       request_(parser_.request()) {
   request_.peer_ip = std::move(peer_ip);
 }
@@ -177,10 +177,10 @@ void ClientConnection::processInput() {
       armHeadTimer(kHeadTimeout);
     }
     size_t consumed = 0;
-    ParseStatus s = parser_.feedHead(in.data(), in.size(), &consumed);
+    http::ParseStatus s = parser_.feedHead(in.data(), in.size(), &consumed);
     client_.consume(consumed);
-    if (s == ParseStatus::NeedMore) continue;
-    if (s == ParseStatus::Error) {
+    if (s == http::ParseStatus::NeedMore) continue;
+    if (s == http::ParseStatus::Error) {
       failRequest(parser_.errorStatus());
       break;
     }
@@ -212,9 +212,9 @@ void ClientConnection::dispatch() {
   }
 
   const config::Config& config = worker_.config();
-  route_ = route(config, request_.method, request_.path);
-  log_request_ = !(route_ == Route::PrivateAsset || route_ == Route::PublicAsset || route_ == Route::QueueStatus ||
-                   route_ == Route::Healthz);
+  route_ = http::route(config, request_.method, request_.path);
+  log_request_ = !(route_ == http::Route::PrivateAsset || route_ == http::Route::PublicAsset || route_ == http::Route::QueueStatus ||
+                   route_ == http::Route::Healthz);
   if (request_.content_length > config.max_body) {
     failRequest(413);
     return;
@@ -222,10 +222,10 @@ void ClientConnection::dispatch() {
 
   const WorkerContext& ctx = worker_.context();
   switch (route_) {
-    case Route::QueueStatus: respondLocal(handleQueueStatus(ctx, request_, monotonicMs()), false); return;
-    case Route::Healthz: respondLocal(handleHealthz(ctx, request_), false); return;
-    case Route::Stats: respondLocal(handleStats(ctx, request_), false); return;
-    case Route::Cap:
+    case http::Route::QueueStatus: respondLocal(handleQueueStatus(ctx, request_, monotonicMs()), false); return;
+    case http::Route::Healthz: respondLocal(handleHealthz(ctx, request_), false); return;
+    case http::Route::Stats: respondLocal(handleStats(ctx, request_), false); return;
+    case http::Route::Cap:
       if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxCapBody)) {
         failRequest(413);
         return;
@@ -240,22 +240,22 @@ void ClientConnection::dispatch() {
       if (request_.expect_continue) client_.write(kContinue, sizeof kContinue - 1);
       pumpBody();
       return;
-    case Route::MethodNotAllowed: {
-      LocalResponse r = plainText(405, "method not allowed\n");
-      r.headers.push_back({"Allow", std::string(allowedMethods(request_.path))});
+    case http::Route::MethodNotAllowed: {
+      http::LocalResponse r = http::plainText(405, "method not allowed\n");
+      r.headers.push_back({"Allow", std::string(http::allowedMethods(request_.path))});
       respondLocal(std::move(r), false);
       return;
     }
-    case Route::Bypass:
+    case http::Route::Bypass:
       outcome_ = Outcome::Bypass;
       startProxy();
       return;
-    case Route::PrivateAsset:
-    case Route::PublicAsset:
-      guard_ = makeAssetGuard(ctx, route_ == Route::PrivateAsset);
+    case http::Route::PrivateAsset:
+    case http::Route::PublicAsset:
+      guard_ = makeAssetGuard(ctx, route_ == http::Route::PrivateAsset);
       runGuard(monotonicMs());
       return;
-    case Route::Page:
+    case http::Route::Page:
       guard_ = makePageGuard(ctx);
       runGuard(monotonicMs());
       return;
@@ -293,7 +293,7 @@ void ClientConnection::recheckAdmission(Millis now) {
   if (closed_ || state_ != State::Parked) return;
   CONCERT_CALLBACK_GUARD(this, {
     if (now >= park_deadline_) {
-      LocalResponse response = guard_->timedOut(request_, now);
+      http::LocalResponse response = guard_->timedOut(request_, now);
       outcome_ = guard_->outcome();
       worker_.unpark(this);
       state_ = State::ReadingHead;
@@ -313,14 +313,14 @@ void ClientConnection::failRequest(int status) {
     started_wall_ = time(nullptr);
     log_request_ = true;
   }
-  LocalResponse r = plainText(status, std::string(reasonPhrase(status)) + "\n");
+  http::LocalResponse r = http::plainText(status, std::string(http::reasonPhrase(status)) + "\n");
   if (status == 405) r.headers.push_back({"Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"});
   respondLocal(std::move(r), true);
 }
 
-void ClientConnection::respondLocal(LocalResponse&& response, bool close_after) {
+void ClientConnection::respondLocal(http::LocalResponse&& response, bool close_after) {
   status_ = response.status;
-  WireOptions wire;
+  http::WireOptions wire;
   wire.head_request = request_.method == "HEAD";
   const bool unread_expected_body = !body_done_ && request_.expect_continue;
   const bool must_close =
@@ -328,7 +328,7 @@ void ClientConnection::respondLocal(LocalResponse&& response, bool close_after) 
   wire.close = must_close;
   wire.http10_keep_alive = !must_close && request_.http_minor == 0;
   scratch_.clear();
-  serializeResponse(response, wire, scratch_);
+  http::serializeResponse(response, wire, scratch_);
   client_.write(scratch_);
   const bool bodiless = status_ < 200 || status_ == 204 || status_ == 304;
   bytes_sent_ = (wire.head_request || bodiless) ? 0 : response.body.size();
@@ -372,9 +372,9 @@ void ClientConnection::pumpBody() {
       continue;
     }
     size_t consumed = 0;
-    ParseStatus s = parser_.feedChunked(in.data(), in.size(), &consumed, &ClientConnection::onChunkToUpstream, this);
+    http::ParseStatus s = parser_.feedChunked(in.data(), in.size(), &consumed, &ClientConnection::onChunkToUpstream, this);
     client_.consume(consumed);
-    if (body_error_ || s == ParseStatus::Error) {
+    if (body_error_ || s == http::ParseStatus::Error) {
       const int status = body_error_ ? 413 : 400;
       body_error_ = true;
       if (response_started_ || (state_ == State::LocalBody && sink_ == Sink::Discard)) {
@@ -385,7 +385,7 @@ void ClientConnection::pumpBody() {
       }
       return;
     }
-    if (s == ParseStatus::BodyDone) bodyFinished();
+    if (s == http::ParseStatus::BodyDone) bodyFinished();
   }
 }
 

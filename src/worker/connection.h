@@ -26,11 +26,11 @@
 
 #include "common/clock.h"
 #include "worker/guard.h"
-#include "worker/http_parser.h"
+#include "http/parser.h"
 #include "worker/proxy.h"
-#include "worker/request.h"
-#include "worker/response.h"
-#include "worker/router.h"
+#include "http/request.h"
+#include "http/response.h"
+#include "http/router.h"
 #include "worker/stream.h"
 
 namespace concert::worker {
@@ -87,7 +87,7 @@ class ClientConnection {
   void processInput();
   void dispatch();
   void runGuard(Millis now);
-  void respondLocal(LocalResponse&& response, bool close);
+  void respondLocal(http::LocalResponse&& response, bool close);
   void failRequest(int status);  // a refused request: answer and close
   void pumpBody();
   void bodyFinished();
@@ -116,17 +116,17 @@ class ClientConnection {
   int fd_;
   Stream client_;
   event* head_timer_ = nullptr;
-  MessageParser parser_;
+  http::MessageParser parser_;
   State state_ = State::ReadingHead;
   bool closed_ = false;
   bool in_process_ = false;
 
   // current request
-  Request& request_;
-  Route route_ = Route::Page;
+  http::Request& request_;
+  http::Route route_ = http::Route::Page;
   std::unique_ptr<RequestGuard> guard_;
   Outcome outcome_ = Outcome::Local;
-  Headers extra_headers_;  // the guard's Set-Cookie for a proxied response
+  http::Headers extra_headers_;  // the guard's Set-Cookie for a proxied response
   bool log_request_ = false;
   int status_ = 0;
   uint64_t bytes_sent_ = 0;

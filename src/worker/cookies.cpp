@@ -41,10 +41,10 @@ void forEachPiece(std::string_view header, Fn&& fn) {
 
 }  // namespace
 
-std::optional<std::string> cookieValue(const Headers& headers, std::string_view name) {
+std::optional<std::string> cookieValue(const http::Headers& headers, std::string_view name) {
   std::optional<std::string> found;
-  for (const Header& h : headers) {
-    if (!equalsIgnoreCase(h.name, "Cookie")) continue;
+  for (const http::Header& h : headers) {
+    if (!http::equalsIgnoreCase(h.name, "Cookie")) continue;
     forEachPiece(h.value, [&](std::string_view piece) {
       if (pieceName(piece) != name) return true;
       size_t eq = piece.find('=');

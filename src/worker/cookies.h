@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "config/config.h"
-#include "worker/request.h"
+#include "http/request.h"
 
 namespace concert::worker {
 
@@ -19,7 +19,7 @@ inline constexpr std::string_view kAdmitCookie = "concert_admit";
 // The value of the first cookie called `name` across every Cookie header
 // (pieces separated by ';', surrounding spaces ignored, one pair of double
 // quotes around the value removed); nullopt when absent.
-std::optional<std::string> cookieValue(const Headers& headers, std::string_view name);
+std::optional<std::string> cookieValue(const http::Headers& headers, std::string_view name);
 
 struct CookieAttributes {
   std::string path;     // omitted when empty

@@ -22,8 +22,8 @@
 #include <string>
 
 #include "common/clock.h"
-#include "worker/request.h"
-#include "worker/response.h"
+#include "http/request.h"
+#include "http/response.h"
 
 namespace concert::worker {
 
@@ -35,16 +35,16 @@ const char* outcomeName(Outcome outcome);
 struct Admission {
   enum class Kind { Proceed, Respond, Wait };
   Kind kind = Kind::Proceed;
-  LocalResponse response;    // Respond
-  Headers response_headers;  // Proceed: added to the proxied response
+  http::LocalResponse response;    // Respond
+  http::Headers response_headers;  // Proceed: added to the proxied response
   Millis deadline = 0;       // Wait
 };
 
 class RequestGuard {
  public:
   virtual ~RequestGuard() = default;
-  virtual Admission admit(const Request& request, Millis now) = 0;
-  virtual LocalResponse timedOut(const Request& request, Millis now) = 0;
+  virtual Admission admit(const http::Request& request, Millis now) = 0;
+  virtual http::LocalResponse timedOut(const http::Request& request, Millis now) = 0;
   virtual void release() = 0;  // idempotent
   virtual Outcome outcome() const = 0;
 };

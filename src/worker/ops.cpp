@@ -15,11 +15,11 @@
 namespace concert::worker {
 namespace {
 
-LocalResponse jsonResponse(int status, std::string body) {
-  LocalResponse r;
+http::LocalResponse jsonResponse(int status, std::string body) {
+  http::LocalResponse r;
   r.status = status;
-  r.headers.push_back(Header{"Content-Type", std::string(kJsonType)});
-  r.headers.push_back(Header{"Cache-Control", "no-store"});
+  r.headers.push_back(http::Header{"Content-Type", std::string(kJsonType)});
+  r.headers.push_back(http::Header{"Cache-Control", "no-store"});
   r.body = std::move(body);
   return r;
 }
@@ -33,14 +33,14 @@ bool tokenMatches(std::string_view presented, std::string_view expected) {
 
 }  // namespace
 
-LocalResponse handleHealthz(const WorkerContext&, const Request&) {
-  LocalResponse r;
-  r.headers.push_back(Header{"Content-Type", std::string(kTextType)});
+http::LocalResponse handleHealthz(const WorkerContext&, const http::Request&) {
+  http::LocalResponse r;
+  r.headers.push_back(http::Header{"Content-Type", std::string(kTextType)});
   r.body = "ok";
   return r;
 }
 
-LocalResponse handleStats(const WorkerContext& context, const Request&) {
+http::LocalResponse handleStats(const WorkerContext& context, const http::Request&) {
   const config::Config& config = *context.config;
   shm::StatsSnapshot s = context.segment->snapshot();
   // Keys in sorted order, as Go's encoding/json writes a map.
@@ -76,13 +76,13 @@ LocalResponse handleStats(const WorkerContext& context, const Request&) {
   return jsonResponse(200, body.str());
 }
 
-LocalResponse handleCap(const WorkerContext& context, const Request& request, const std::string& body) {
+http::LocalResponse handleCap(const WorkerContext& context, const http::Request& request, const std::string& body) {
   const config::Config& config = *context.config;
   if (config.admin_token.empty()) return emptyResponse(404);
 
   std::string_view presented = request.header("Authorization");
   if (presented.substr(0, 7) == "Bearer ") presented.remove_prefix(7);
-  if (!hasHeader(request.headers, "Authorization") || !tokenMatches(presented, config.admin_token))
+  if (!http::hasHeader(request.headers, "Authorization") || !tokenMatches(presented, config.admin_token))
     return emptyResponse(401);
 
   common::CapBody parsed = common::parseCapBody(body);

@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "worker/admission.h"
 #include "worker/connection.h"
-#include "worker/response.h"
+#include "http/response.h"
 #include "worker/upstream_pool.h"
 #include "worker/worker.h"
 
@@ -26,24 +26,24 @@ namespace concert::worker {
 // ------------------------------------------------------------ pure rewriting
 
 bool isHopByHop(std::string_view name) {
-  return equalsIgnoreCase(name, "Connection") || equalsIgnoreCase(name, "Keep-Alive") ||
-         equalsIgnoreCase(name, "Proxy-Connection") || equalsIgnoreCase(name, "Proxy-Authenticate") ||
-         equalsIgnoreCase(name, "Proxy-Authorization") || equalsIgnoreCase(name, "TE") ||
-         equalsIgnoreCase(name, "Trailer") || equalsIgnoreCase(name, "Transfer-Encoding") ||
-         equalsIgnoreCase(name, "Upgrade");
+  return http::equalsIgnoreCase(name, "Connection") || http::equalsIgnoreCase(name, "Keep-Alive") ||
+         http::equalsIgnoreCase(name, "Proxy-Connection") || http::equalsIgnoreCase(name, "Proxy-Authenticate") ||
+         http::equalsIgnoreCase(name, "Proxy-Authorization") || http::equalsIgnoreCase(name, "TE") ||
+         http::equalsIgnoreCase(name, "Trailer") || http::equalsIgnoreCase(name, "Transfer-Encoding") ||
+         http::equalsIgnoreCase(name, "Upgrade");
 }
 
 namespace {
 
 // Is `name` one of the tokens listed in the message's Connection headers?
-bool namedByConnection(const Headers& headers, std::string_view name) {
-  for (const Header& h : headers)
-    if (equalsIgnoreCase(h.name, "Connection") && headerHasToken(h.value, name)) return true;
+bool namedByConnection(const http::Headers& headers, std::string_view name) {
+  for (const http::Header& h : headers)
+    if (http::equalsIgnoreCase(h.name, "Connection") && http::headerHasToken(h.value, name)) return true;
   return false;
 }
 
 bool startsWithIgnoreCase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && equalsIgnoreCase(s.substr(0, prefix.size()), prefix);
+  return s.size() >= prefix.size() && http::equalsIgnoreCase(s.substr(0, prefix.size()), prefix);
 }
 
 void appendHeader(std::string& out, std::string_view name, std::string_view value) {
@@ -55,7 +55,7 @@ void appendHeader(std::string& out, std::string_view name, std::string_view valu
 
 }  // namespace
 
-std::string upstreamTarget(const config::Upstream& upstream, const Request& request) {
+std::string upstreamTarget(const config::Upstream& upstream, const http::Request& request) {
   std::string out;
   const std::string& a = upstream.path;
   const std::string& b = request.raw_path;
@@ -83,33 +83,33 @@ std::string upstreamTarget(const config::Upstream& upstream, const Request& requ
   return out;
 }
 
-void buildUpstreamRequestHead(const Request& request, const config::Config& config, std::string& out) {
+void buildUpstreamRequestHead(const http::Request& request, const config::Config& config, std::string& out) {
   out += request.method;
   out += ' ';
   out += upstreamTarget(config.upstream, request);
   out += " HTTP/1.1\r\n";
-  const bool has_host = hasHeader(request.headers, "Host");
+  const bool has_host = http::hasHeader(request.headers, "Host");
   const std::string_view inbound_host = request.header("Host");
   appendHeader(out, "Host",
                (config.preserve_host && has_host) ? inbound_host : std::string_view(config.upstream.host_port));
   bool cookie_done = false;
-  for (const Header& h : request.headers) {
+  for (const http::Header& h : request.headers) {
     const std::string_view name = h.name;
-    if (equalsIgnoreCase(name, "Host") || equalsIgnoreCase(name, "Content-Length") ||
-        equalsIgnoreCase(name, "Expect") || equalsIgnoreCase(name, "Forwarded") ||
+    if (http::equalsIgnoreCase(name, "Host") || http::equalsIgnoreCase(name, "Content-Length") ||
+        http::equalsIgnoreCase(name, "Expect") || http::equalsIgnoreCase(name, "Forwarded") ||
         startsWithIgnoreCase(name, "X-Forwarded-") || isHopByHop(name) || namedByConnection(request.headers, name))
       continue;
-    if (equalsIgnoreCase(name, "Cookie")) {
+    if (http::equalsIgnoreCase(name, "Cookie")) {
       if (cookie_done) continue;
       cookie_done = true;
-      std::optional<std::string> kept = stripConcertCookies(joinHeader(request.headers, "Cookie", "; "));
+      std::optional<std::string> kept = stripConcertCookies(http::joinHeader(request.headers, "Cookie", "; "));
       if (kept) appendHeader(out, "Cookie", *kept);
       continue;
     }
     appendHeader(out, name, h.value);
   }
-  for (const Header& h : request.headers)
-    if (equalsIgnoreCase(h.name, "TE") && headerHasToken(h.value, "trailers")) {
+  for (const http::Header& h : request.headers)
+    if (http::equalsIgnoreCase(h.name, "TE") && http::headerHasToken(h.value, "trailers")) {
       appendHeader(out, "TE", "trailers");
       break;
     }
@@ -127,29 +127,29 @@ void buildUpstreamRequestHead(const Request& request, const config::Config& conf
   out += "\r\n";
 }
 
-ClientFraming chooseClientFraming(const ResponseHead& origin, const Request& request) {
+ClientFraming chooseClientFraming(const http::ResponseHead& origin, const http::Request& request) {
   if (request.method == "HEAD" || origin.status < 200 || origin.status == 204 || origin.status == 304)
     return ClientFraming::None;
   if (!origin.transfer_encoding && origin.content_length >= 0) return ClientFraming::Length;
   return request.http_minor >= 1 ? ClientFraming::Chunked : ClientFraming::Close;
 }
 
-void buildClientResponseHead(const ResponseHead& origin, const Request& request, ClientFraming framing,
-                             bool close_client, const Headers& extra, std::string& out) {
+void buildClientResponseHead(const http::ResponseHead& origin, const http::Request& request, ClientFraming framing,
+                             bool close_client, const http::Headers& extra, std::string& out) {
   out += "HTTP/1.1 ";
   out += std::to_string(origin.status);
   out += ' ';
-  out += reasonPhrase(origin.status);
+  out += http::reasonPhrase(origin.status);
   out += "\r\n";
   bool has_date = false;
-  for (const Header& h : origin.headers) {
+  for (const http::Header& h : origin.headers) {
     const std::string_view name = h.name;
-    if (isHopByHop(name) || equalsIgnoreCase(name, "Content-Length") || namedByConnection(origin.headers, name))
+    if (isHopByHop(name) || http::equalsIgnoreCase(name, "Content-Length") || namedByConnection(origin.headers, name))
       continue;
-    if (!has_date && equalsIgnoreCase(name, "Date")) has_date = true;
+    if (!has_date && http::equalsIgnoreCase(name, "Date")) has_date = true;
     appendHeader(out, name, h.value);
   }
-  for (const Header& h : extra) appendHeader(out, h.name, h.value);
+  for (const http::Header& h : extra) appendHeader(out, h.name, h.value);
   switch (framing) {
     case ClientFraming::None:
       // HEAD and 304 keep the length the body would have had.
@@ -160,10 +160,10 @@ void buildClientResponseHead(const ResponseHead& origin, const Request& request,
     case ClientFraming::Chunked: appendHeader(out, "Transfer-Encoding", "chunked"); break;
     case ClientFraming::Close: break;
   }
-  if (!has_date) appendHeader(out, "Date", httpDate());
+  if (!has_date) appendHeader(out, "Date", http::httpDate());
   if (origin.status == 101) {
     appendHeader(out, "Connection", "Upgrade");
-    appendHeader(out, "Upgrade", findHeader(origin.headers, "Upgrade"));
+    appendHeader(out, "Upgrade", http::findHeader(origin.headers, "Upgrade"));
   } else if (close_client) {
     appendHeader(out, "Connection", "close");
   } else if (request.http_minor == 0) {
@@ -367,7 +367,7 @@ void ClientConnection::upstreamFailed(int status, const std::string& reason) {
   dropUpstream(false);
   up_phase_ = UpPhase::None;
   state_ = State::ReadingHead;
-  respondLocal(status == 504 ? plainText(504, "upstream timed out\n") : plainText(502, "upstream unavailable\n"),
+  respondLocal(status == 504 ? http::plainText(504, "upstream timed out\n") : http::plainText(502, "upstream unavailable\n"),
                !body_done_);
 }
 
@@ -380,17 +380,17 @@ void ClientConnection::upstreamRead() {
     const Buffer& in = upstream_->stream.input();
     if (in.empty()) return;
     size_t consumed = 0;
-    MessageParser& parser = upstream_->parser;
-    ParseStatus s = parser.feedHead(in.data(), in.size(), &consumed);
+    http::MessageParser& parser = upstream_->parser;
+    http::ParseStatus s = parser.feedHead(in.data(), in.size(), &consumed);
     upstream_->stream.consume(consumed);
-    if (s == ParseStatus::NeedMore) continue;
-    if (s == ParseStatus::Error) {
+    if (s == http::ParseStatus::NeedMore) continue;
+    if (s == http::ParseStatus::Error) {
       std::string reason = "malformed response head: ";
       reason.append(parser.errorReason());
       upstreamFailed(502, reason);
       return;
     }
-    ResponseHead& head = parser.response();
+    http::ResponseHead& head = parser.response();
     if (head.status == 101) {
       if (request_.upgrade) {
         startTunnel();
@@ -467,15 +467,15 @@ void ClientConnection::relayResponseBody() {
         break;
       case UpBody::Chunked: {
         size_t consumed = 0;
-        ParseStatus s = upstream_->parser.feedChunked(origin.input().data(), avail, &consumed,
+        http::ParseStatus s = upstream_->parser.feedChunked(origin.input().data(), avail, &consumed,
                                                       &ClientConnection::onChunkToClient, this);
         origin.consume(consumed);
-        if (s == ParseStatus::Error) {
+        if (s == http::ParseStatus::Error) {
           LOG_ERROR("upstream error %s %s: malformed chunked body", request_.method.c_str(), request_.path.c_str());
           endRequest(false);
           return;
         }
-        if (s == ParseStatus::BodyDone) {
+        if (s == http::ParseStatus::BodyDone) {
           if (client_framing_ == ClientFraming::Chunked) client_.write("0\r\n\r\n", 5);
           responseComplete();
           return;
@@ -490,7 +490,7 @@ void ClientConnection::responseComplete() {
   up_phase_ = UpPhase::None;
   bool reusable = false;
   if (upstream_) {
-    const ResponseHead& head = upstream_->parser.response();
+    const http::ResponseHead& head = upstream_->parser.response();
     reusable = head.keep_alive && up_body_ != UpBody::UntilClose && body_done_ && upstream_->stream.input().empty() &&
                upstream_->stream.pendingOutput() == 0;
     if (upstream_paused_) upstream_->stream.enableRead();
@@ -502,7 +502,7 @@ void ClientConnection::responseComplete() {
 void ClientConnection::startTunnel() {
   evtimer_del(response_timer_);
   evtimer_del(head_timer_);
-  const ResponseHead& head = upstream_->parser.response();
+  const http::ResponseHead& head = upstream_->parser.response();
   scratch_.clear();
   buildClientResponseHead(head, request_, ClientFraming::None, false, extra_headers_, scratch_);
   client_.write(scratch_);

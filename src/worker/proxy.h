@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "config/config.h"
-#include "worker/http_parser.h"
-#include "worker/request.h"
+#include "http/parser.h"
+#include "http/request.h"
 
 namespace concert::worker {
 
@@ -27,7 +27,7 @@ bool isHopByHop(std::string_view name);
 
 // Path and query sent to the origin: the upstream base path joined with the
 // request path by a single slash, the upstream query merged with the request's.
-std::string upstreamTarget(const config::Upstream& upstream, const Request& request);
+std::string upstreamTarget(const config::Upstream& upstream, const http::Request& request);
 
 // The whole request head toward the origin (ends with the blank line):
 // hop-by-hop headers (and those Connection names) removed, Forwarded and
@@ -35,15 +35,15 @@ std::string upstreamTarget(const config::Upstream& upstream, const Request& requ
 // Concert's cookies, framing chosen by Concert (Content-Length when known,
 // chunked otherwise), Expect dropped (Concert answers 100-continue itself),
 // Upgrade re-added for a protocol switch.
-void buildUpstreamRequestHead(const Request& request, const config::Config& config, std::string& out);
+void buildUpstreamRequestHead(const http::Request& request, const config::Config& config, std::string& out);
 
 // The response head toward the client: origin status and headers minus
 // hop-by-hop and framing headers, then `extra` (the guard's Set-Cookie),
 // Concert's framing, Date when the origin sent none, and Connection.
-void buildClientResponseHead(const ResponseHead& origin, const Request& request, ClientFraming framing,
-                             bool close_client, const Headers& extra, std::string& out);
+void buildClientResponseHead(const http::ResponseHead& origin, const http::Request& request, ClientFraming framing,
+                             bool close_client, const http::Headers& extra, std::string& out);
 
 // Framing toward the client for an origin response to `request`.
-ClientFraming chooseClientFraming(const ResponseHead& origin, const Request& request);
+ClientFraming chooseClientFraming(const http::ResponseHead& origin, const http::Request& request);
 
 }  // namespace concert::worker

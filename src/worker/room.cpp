@@ -68,8 +68,8 @@ namespace concert::worker {
 
 // ------------------------------------------------------------------ helpers
 
-bool wantsHtml(const Request& request) {
-  return joinHeader(request.headers, "Accept").find("text/html") != std::string::npos;
+bool wantsHtml(const http::Request& request) {
+  return http::joinHeader(request.headers, "Accept").find("text/html") != std::string::npos;
 }
 
 namespace {
@@ -79,8 +79,8 @@ void replaceAll(std::string& text, std::string_view from, std::string_view to) {
     text.replace(at, from.size(), to);
 }
 
-Header header(std::string_view name, std::string value) {
-  return Header{std::string(name), std::move(value)};
+http::Header header(std::string_view name, std::string value) {
+  return http::Header{std::string(name), std::move(value)};
 }
 
 }  // namespace
@@ -92,8 +92,8 @@ std::string renderWaitingPage(const config::Config& config, int64_t position) {
   return page;
 }
 
-LocalResponse roomFullResponse(const config::Config& config, const Request& request) {
-  LocalResponse r;
+http::LocalResponse roomFullResponse(const config::Config& config, const http::Request& request) {
+  http::LocalResponse r;
   r.status = 503;
   if (config.api_json && !wantsHtml(request)) {
     r.headers.push_back(header("Content-Type", std::string(kJsonType)));
@@ -111,8 +111,8 @@ LocalResponse roomFullResponse(const config::Config& config, const Request& requ
   return r;
 }
 
-LocalResponse emptyResponse(int status, int retry_after) {
-  LocalResponse r;
+http::LocalResponse emptyResponse(int status, int retry_after) {
+  http::LocalResponse r;
   r.status = status;
   if (retry_after > 0) r.headers.push_back(header("Retry-After", std::to_string(retry_after)));
   return r;
@@ -234,7 +234,7 @@ class PageGuard final : public RequestGuard {
   explicit PageGuard(const WorkerContext& context) : context_(context), config_(*context.config) {}
   ~PageGuard() override { release(); }
 
-  Admission admit(const Request& request, Millis now) override {
+  Admission admit(const http::Request& request, Millis now) override {
     switch (state_) {
       case State::Start: return start(request, now);
       case State::Held: return retryHold(request, now);
@@ -245,7 +245,7 @@ class PageGuard final : public RequestGuard {
     return respond(roomFullResponse(config_, request), Outcome::Rejected);
   }
 
-  LocalResponse timedOut(const Request& request, Millis now) override {
+  http::LocalResponse timedOut(const http::Request& request, Millis now) override {
     if (state_ == State::Held) return holdExpired(request, now).response;
     if (state_ == State::WaitingForSlot) giveUpSlot();
     state_ = State::Done;
@@ -289,7 +289,7 @@ class PageGuard final : public RequestGuard {
 
   shm::Segment& segment() const { return *context_.segment; }
 
-  Admission start(const Request& request, Millis now) {
+  Admission start(const http::Request& request, Millis now) {
     std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
     std::optional<shm::TicketCookie> cookie = value ? shm::TicketCookie::fromHex(*value) : std::nullopt;
     if (cookie) {
@@ -307,7 +307,7 @@ class PageGuard final : public RequestGuard {
   }
 
   // A new arrival: the fast path, a waiting ticket, or the breaker.
-  Admission arrive(const Request& request, Millis now) {
+  Admission arrive(const http::Request& request, Millis now) {
     shm::Issued issued = segment().issue(context_.slot, config_.max_queue, now);
     switch (issued.outcome) {
       case shm::IssueOutcome::Ready: return takeSlot(issued.cookie.ticket, request, now);
@@ -322,7 +322,7 @@ class PageGuard final : public RequestGuard {
 
   // The ticket has to wait: answer now, or hold the request for -queue-hold.
   // `presented`: the visitor sent this ticket's cookie (they hold it already).
-  Admission queued(const Request& request, const shm::TicketCookie& cookie, int64_t position, Millis now,
+  Admission queued(const http::Request& request, const shm::TicketCookie& cookie, int64_t position, Millis now,
                    bool presented) {
     if (!holds()) return waiting(request, cookie, position);
     cookie_ = cookie;
@@ -338,7 +338,7 @@ class PageGuard final : public RequestGuard {
 
   // One recheck of a held request: touch the ticket (so the reaper never
   // takes it while held) and claim it once it is ready.
-  Admission retryHold(const Request& request, Millis now) {
+  Admission retryHold(const http::Request& request, Millis now) {
     if (HeldPages::draining()) return holdExpired(request, now);
     shm::TicketView view = segment().touch(cookie_, now, config_.token_ttl);
     if (view.state == shm::TicketState::Ready) {
@@ -386,7 +386,7 @@ class PageGuard final : public RequestGuard {
   // The hold ran out (or the worker drains) before the ticket's turn: the
   // answer the request would have had at once without -queue-hold, with the
   // cookies that keep the visitor's place. The ticket stays in line.
-  Admission holdExpired(const Request& request, Millis now) {
+  Admission holdExpired(const http::Request& request, Millis now) {
     leaveHold();
     shm::TicketView view = segment().render(cookie_, now, config_.token_ttl);
     if (view.state == shm::TicketState::Waiting) position_ = view.position;
@@ -395,7 +395,7 @@ class PageGuard final : public RequestGuard {
 
   void leaveHold() { ParkedRequests::unpark(context_, shm::Resource::PageSlot); }
 
-  Admission takeSlot(uint64_t ticket, const Request& request, Millis now) {
+  Admission takeSlot(uint64_t ticket, const http::Request& request, Millis now) {
     ticket_ = ticket;
     ticket_in_flight_ = true;
     if (segment().tryAcquirePage(context_.slot)) return admitted(request);
@@ -413,7 +413,7 @@ class PageGuard final : public RequestGuard {
     return a;
   }
 
-  Admission retrySlot(const Request& request, Millis) {
+  Admission retrySlot(const http::Request& request, Millis) {
     if (segment().tryAcquirePage(context_.slot)) {
       ParkedRequests::unpark(context_, shm::Resource::PageSlot);
       return admitted(request);
@@ -424,7 +424,7 @@ class PageGuard final : public RequestGuard {
     return a;
   }
 
-  Admission admitted(const Request& request) {
+  Admission admitted(const http::Request& request) {
     holding_page_ = true;
     state_ = State::Holding;
     outcome_ = Outcome::Admitted;
@@ -439,15 +439,15 @@ class PageGuard final : public RequestGuard {
     return proceed(request);
   }
 
-  Admission proceed(const Request&) {
+  Admission proceed(const http::Request&) {
     Admission a;
     a.kind = Admission::Kind::Proceed;
     if (pass_cookie_) a.response_headers.push_back(header("Set-Cookie", admitSetCookie(config_, *pass_cookie_)));
     return a;
   }
 
-  Admission waiting(const Request& request, const shm::TicketCookie& cookie, int64_t position) {
-    LocalResponse r;
+  Admission waiting(const http::Request& request, const shm::TicketCookie& cookie, int64_t position) {
+    http::LocalResponse r;
     std::string ticket_cookie = ticketSetCookie(config_, cookie.toHex(), request.tls);
     std::string probe_cookie = probeSetCookie(config_, request.tls);
     if (config_.api_json && !wantsHtml(request)) {
@@ -473,7 +473,7 @@ class PageGuard final : public RequestGuard {
     return respond(std::move(r), Outcome::Queued);
   }
 
-  Admission respond(LocalResponse response, Outcome outcome) {
+  Admission respond(http::LocalResponse response, Outcome outcome) {
     state_ = State::Done;
     outcome_ = outcome;
     Admission a;
@@ -556,9 +556,9 @@ void resetUtilizationCache() {
   utilizationCache() = UtilizationCache{};
 }
 
-LocalResponse handleQueueStatus(const WorkerContext& context, const Request& request, Millis now) {
+http::LocalResponse handleQueueStatus(const WorkerContext& context, const http::Request& request, Millis now) {
   const config::Config& config = *context.config;
-  LocalResponse r;
+  http::LocalResponse r;
   if (request.method == "OPTIONS") {
     r.status = 204;
     return r;

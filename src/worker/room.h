@@ -10,8 +10,8 @@
 
 #include "shm/segment.h"
 #include "worker/context.h"
-#include "worker/request.h"
-#include "worker/response.h"
+#include "http/request.h"
+#include "http/response.h"
 
 namespace concert::worker {
 
@@ -20,7 +20,7 @@ inline constexpr std::string_view kHtmlType = "text/html; charset=utf-8";
 inline constexpr std::string_view kTextType = "text/plain; charset=utf-8";
 
 // §2.4: the joined Accept values contain "text/html" (case-sensitive).
-bool wantsHtml(const Request& request);
+bool wantsHtml(const http::Request& request);
 
 // The waiting page with {{.Position}} and {{.SkipURL}} substituted verbatim
 // (the configured -html template, else the built-in page). SkipURL is empty
@@ -30,10 +30,10 @@ std::string renderWaitingPage(const config::Config& config, int64_t position);
 // The answer for "no room for you": breaker, ring full, slot-wait timeout.
 // API clients (with -api-json) get 503 JSON, everyone else the small HTML page;
 // both carry Retry-After: -retry-after and Cache-Control: no-store.
-LocalResponse roomFullResponse(const config::Config& config, const Request& request);
+http::LocalResponse roomFullResponse(const config::Config& config, const http::Request& request);
 
 // An empty-bodied response with an optional Retry-After (asset tier, ops).
-LocalResponse emptyResponse(int status, int retry_after = 0);
+http::LocalResponse emptyResponse(int status, int retry_after = 0);
 
 // /queue/status reads the smoothed utilization through a per-process cache
 // refreshed at most once a second. A process that builds a new segment

@@ -22,7 +22,7 @@
 
 #include "common/clock.h"
 #include "config/config.h"
-#include "worker/http_parser.h"
+#include "http/parser.h"
 #include "worker/stream.h"
 
 namespace concert::worker {
@@ -31,10 +31,10 @@ class UpstreamPool;
 
 struct UpstreamConn {
   UpstreamConn(UpstreamPool* owner, event_base* base)
-      : pool(owner), stream(base), parser(MessageParser::Kind::Response) {}
+      : pool(owner), stream(base), parser(http::MessageParser::Kind::Response) {}
   UpstreamPool* pool;
   Stream stream;
-  MessageParser parser;
+  http::MessageParser parser;
   size_t address = 0;   // index of the address dialled
   bool reused = false;  // taken from the idle pool for the current exchange
   Millis idle_since = 0;

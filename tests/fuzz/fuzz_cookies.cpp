@@ -49,7 +49,7 @@ void checkStripped(std::string_view header) {
 
 int fuzzCookies(const uint8_t* data, size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);
-  worker::Headers headers;
+  http::Headers headers;
   while (true) {
     size_t nl = input.find('\n');
     headers.push_back({headers.size() % 3 == 2 ? "cookie" : "Cookie", std::string(input.substr(0, nl))});

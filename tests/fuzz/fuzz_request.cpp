@@ -18,15 +18,15 @@
 #include <string>
 
 #include "fuzz_target.h"
-#include "worker/http_parser.h"
+#include "http/parser.h"
 
 namespace concert::fuzz {
 namespace {
 
-using worker::Header;
-using worker::MessageParser;
-using worker::ParseStatus;
-using worker::Request;
+using http::Header;
+using http::MessageParser;
+using http::ParseStatus;
+using http::Request;
 
 constexpr int kMaxMessages = 8;
 
@@ -49,7 +49,7 @@ void checkAcceptedHead(const Request& r) {
   FUZZ_ASSERT(r.http_major == 1 && (r.http_minor == 0 || r.http_minor == 1));
   FUZZ_ASSERT(r.method != "CONNECT");
   FUZZ_ASSERT(!r.method.empty());
-  FUZZ_ASSERT(r.target.size() <= worker::kMaxUriBytes);
+  FUZZ_ASSERT(r.target.size() <= http::kMaxUriBytes);
   FUZZ_ASSERT(!r.raw_path.empty() && r.raw_path.front() == '/');
   FUZZ_ASSERT(!r.path.empty() && r.path.front() == '/');
   for (unsigned char c : r.raw_path) FUZZ_ASSERT(c > 0x20 && c != 0x7f && c != '#' && c != '?');
@@ -63,9 +63,9 @@ void checkAcceptedHead(const Request& r) {
     FUZZ_ASSERT(!h.name.empty());
     for (unsigned char c : h.name) FUZZ_ASSERT(isTokenChar(c));
     for (unsigned char c : h.value) FUZZ_ASSERT(c != '\r' && c != '\n' && c != 0);
-    if (worker::equalsIgnoreCase(h.name, "Host")) ++hosts;
-    if (worker::equalsIgnoreCase(h.name, "Transfer-Encoding")) transfer_encoding = true;
-    if (worker::equalsIgnoreCase(h.name, "Content-Length")) {
+    if (http::equalsIgnoreCase(h.name, "Host")) ++hosts;
+    if (http::equalsIgnoreCase(h.name, "Transfer-Encoding")) transfer_encoding = true;
+    if (http::equalsIgnoreCase(h.name, "Content-Length")) {
       ++content_lengths;
       std::string_view v = trimmed(h.value);
       FUZZ_ASSERT(!v.empty());
@@ -78,7 +78,7 @@ void checkAcceptedHead(const Request& r) {
       FUZZ_ASSERT(r.content_length >= 0 && static_cast<uint64_t>(r.content_length) == n);
     }
   }
-  FUZZ_ASSERT(header_bytes <= worker::kMaxRequestHeaderBytes);
+  FUZZ_ASSERT(header_bytes <= http::kMaxRequestHeaderBytes);
   FUZZ_ASSERT(hosts <= 1);
   if (r.http_minor == 1) FUZZ_ASSERT(hosts == 1);
   FUZZ_ASSERT(content_lengths <= 1);
@@ -86,7 +86,7 @@ void checkAcceptedHead(const Request& r) {
   FUZZ_ASSERT(transfer_encoding == r.chunked);
   if (r.chunked) {
     FUZZ_ASSERT(r.http_minor == 1);
-    FUZZ_ASSERT(worker::equalsIgnoreCase(trimmed(worker::joinHeader(r.headers, "Transfer-Encoding")), "chunked"));
+    FUZZ_ASSERT(http::equalsIgnoreCase(trimmed(http::joinHeader(r.headers, "Transfer-Encoding")), "chunked"));
     FUZZ_ASSERT(r.content_length == -1);
   }
   if (content_lengths == 0) FUZZ_ASSERT(r.content_length == -1);

@@ -13,15 +13,15 @@
 #include <string>
 
 #include "fuzz_target.h"
-#include "worker/http_parser.h"
+#include "http/parser.h"
 
 namespace concert::fuzz {
 namespace {
 
-using worker::Header;
-using worker::MessageParser;
-using worker::ParseStatus;
-using worker::ResponseHead;
+using http::Header;
+using http::MessageParser;
+using http::ParseStatus;
+using http::ResponseHead;
 
 constexpr int kMaxMessages = 8;
 
@@ -40,7 +40,7 @@ void checkAcceptedHead(const ResponseHead& r) {
     header_bytes += h.name.size() + h.value.size() + 4;
     for (unsigned char c : h.value) FUZZ_ASSERT(c != '\r' && c != '\n' && c != 0);
   }
-  FUZZ_ASSERT(header_bytes <= worker::kMaxResponseHeaderBytes);
+  FUZZ_ASSERT(header_bytes <= http::kMaxResponseHeaderBytes);
 }
 
 std::string run(std::string_view input, Splitter* splitter) {

@@ -35,9 +35,9 @@ LDFLAGS="$SAN -fsanitize=fuzzer"
 
 # Sources from src/ per target (the link pulls in nothing else).
 declare -A SOURCES=(
-  [request]="src/worker/http_parser.cpp src/worker/request.cpp"
-  [response]="src/worker/http_parser.cpp src/worker/request.cpp"
-  [cookies]="src/worker/cookies.cpp src/worker/request.cpp"
+  [request]="src/http/parser.cpp src/http/request.cpp"
+  [response]="src/http/parser.cpp src/http/request.cpp"
+  [cookies]="src/worker/cookies.cpp src/http/request.cpp"
   [pass]="src/common/admit_pass.cpp"
   [ticket]="src/shm/*.cpp src/common/*.cpp"
   [config]="src/config/*.cpp src/common/*.cpp"

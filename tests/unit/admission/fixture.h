@@ -57,8 +57,8 @@ struct Room {
   worker::WorkerContext context;
 };
 
-inline worker::Request get(std::string path, worker::Headers headers = {}) {
-  worker::Request r;
+inline http::Request get(std::string path, http::Headers headers = {}) {
+  http::Request r;
   r.method = "GET";
   r.target = path;
   r.path = path;
@@ -68,19 +68,19 @@ inline worker::Request get(std::string path, worker::Headers headers = {}) {
   return r;
 }
 
-inline std::string headerValue(const worker::Headers& headers, std::string_view name) {
-  return std::string(worker::findHeader(headers, name));
+inline std::string headerValue(const http::Headers& headers, std::string_view name) {
+  return std::string(http::findHeader(headers, name));
 }
 
-inline std::vector<std::string> setCookies(const worker::Headers& headers) {
+inline std::vector<std::string> setCookies(const http::Headers& headers) {
   std::vector<std::string> out;
   for (const auto& h : headers)
-    if (worker::equalsIgnoreCase(h.name, "Set-Cookie")) out.push_back(h.value);
+    if (http::equalsIgnoreCase(h.name, "Set-Cookie")) out.push_back(h.value);
   return out;
 }
 
 // The value of `name` in a list of Set-Cookie headers, "" when absent.
-inline std::string setCookieValue(const worker::Headers& headers, std::string_view name) {
+inline std::string setCookieValue(const http::Headers& headers, std::string_view name) {
   for (const std::string& c : setCookies(headers)) {
     if (c.compare(0, name.size() + 1, std::string(name) + "=") != 0) continue;
     size_t end = c.find(';');

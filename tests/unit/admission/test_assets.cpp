@@ -8,6 +8,7 @@
 
 using namespace concert;
 using namespace concert::worker;
+using namespace concert::http;
 using concert::test::Room;
 
 namespace {

@@ -7,6 +7,7 @@
 
 using namespace concert;
 using namespace concert::worker;
+using namespace concert::http;
 
 TEST_CASE("stripConcertCookies") {
   CHECK(stripConcertCookies("room_ticket=a; session=keep; room_pass=b; room_probe=1; concert_admit=z; theme=dark") ==

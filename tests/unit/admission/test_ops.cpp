@@ -7,6 +7,7 @@
 
 using namespace concert;
 using namespace concert::worker;
+using namespace concert::http;
 using concert::test::Room;
 
 TEST_CASE("ops: healthz") {

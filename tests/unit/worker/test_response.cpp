@@ -6,10 +6,11 @@
 #include "config/config.h"
 #include "worker/access_log.h"
 #include "worker/proxy.h"
-#include "worker/response.h"
+#include "http/response.h"
 
 using namespace concert;
 using namespace concert::worker;
+using namespace concert::http;
 
 namespace {
 

@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <string>
 
-#include "worker/request.h"
+#include "http/request.h"
 
-namespace concert::worker {
+namespace concert::http {
 
 constexpr size_t kMaxUriBytes = 8 * 1024;
 constexpr size_t kMaxRequestHeaderBytes = 32 * 1024;
@@ -118,4 +118,4 @@ bool percentDecodePath(std::string_view raw, std::string& out);
 // True when the comma-separated header value contains `token` (case-insensitive).
 bool headerHasToken(std::string_view value, std::string_view token);
 
-}  // namespace concert::worker
+}  // namespace concert::http

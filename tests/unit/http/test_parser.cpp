@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "worker/http_parser.h"
+#include "http/parser.h"
 
-using namespace concert::worker;
+using namespace concert::http;
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace concert::worker {
+namespace concert::http {
 
 struct Header {
   std::string name;
@@ -46,4 +46,4 @@ struct Request {
   bool hasBody() const { return chunked || content_length > 0; }
 };
 
-}  // namespace concert::worker
+}  // namespace concert::http

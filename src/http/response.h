@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "worker/request.h"
+#include "http/request.h"
 
-namespace concert::worker {
+namespace concert::http {
 
 struct LocalResponse {
   int status = 200;
@@ -39,4 +39,4 @@ void serializeResponse(const LocalResponse& response, const WireOptions& options
 // formatted at most once per second.
 std::string_view httpDate();
 
-}  // namespace concert::worker
+}  // namespace concert::http

@@ -10,7 +10,7 @@
 
 #include "config/config.h"
 
-namespace concert::worker {
+namespace concert::http {
 
 enum class Route {
   QueueStatus,       // GET or OPTIONS /queue/status
@@ -29,4 +29,4 @@ Route route(const config::Config& config, std::string_view method, std::string_v
 // The Allow header value for a reserved path ("GET, HEAD" ...), "" otherwise.
 std::string_view allowedMethods(std::string_view decoded_path);
 
-}  // namespace concert::worker
+}  // namespace concert::http

@@ -2,11 +2,11 @@
 #include <doctest/doctest.h>
 
 #include "config/config.h"
-#include "worker/request.h"
-#include "worker/router.h"
+#include "http/request.h"
+#include "http/router.h"
 
 using namespace concert;
-using namespace concert::worker;
+using namespace concert::http;
 
 namespace {
 

@@ -3,9 +3,9 @@
 // page), then -bypass, -assets, -asset-public, then the gated catch-all.
 // A reserved path with a method it does not serve is answered 405 + Allow
 // instead of being proxied (deliberate improvement over the original).
-#include "worker/router.h"
+#include "http/router.h"
 
-namespace concert::worker {
+namespace concert::http {
 
 namespace {
 
@@ -43,4 +43,4 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   return Route::Page;
 }
 
-}  // namespace concert::worker
+}  // namespace concert::http

@@ -2,11 +2,11 @@
 // without LLHTTP_STRICT_MODE by the Debian sources, so the strictness the
 // contract asks for that llhttp leaves out (bare LF, obs-fold, exact
 // "chunked", Host rules, version set) is checked here.
-#include "worker/http_parser.h"
+#include "http/parser.h"
 
 #include <cstring>
 
-namespace concert::worker {
+namespace concert::http {
 
 namespace {
 
@@ -393,4 +393,4 @@ ParseStatus MessageParser::finishResponseHead() {
   return ParseStatus::HeadDone;
 }
 
-}  // namespace concert::worker
+}  // namespace concert::http

@@ -2,13 +2,13 @@
 // and nowhere else for local answers: Content-Length always (none for 1xx,
 // 204, 304), HEAD keeps the length but sends no body, Connection: close when
 // the data path will close after writing.
-#include "worker/response.h"
+#include "http/response.h"
 
 #include <cstdio>
 #include <ctime>
 #include <string>
 
-namespace concert::worker {
+namespace concert::http {
 
 const char* reasonPhrase(int status) {
   switch (status) {
@@ -126,4 +126,4 @@ void serializeResponse(const LocalResponse& response, const WireOptions& options
   if (!bodiless && !options.head_request) out += response.body;
 }
 
-}  // namespace concert::worker
+}  // namespace concert::http

@@ -1,8 +1,8 @@
 // Header lookups over a parsed request head. Names compare ASCII
 // case-insensitively (RFC 9110 field names); values are returned as sent.
-#include "worker/request.h"
+#include "http/request.h"
 
-namespace concert::worker {
+namespace concert::http {
 
 namespace {
 inline char lower(char c) {
@@ -41,4 +41,4 @@ std::string joinHeader(const Headers& headers, std::string_view name, std::strin
   return out;
 }
 
-}  // namespace concert::worker
+}  // namespace concert::http
