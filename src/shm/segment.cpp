@@ -114,35 +114,6 @@ Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t as
   return g;
 }
 
-// ---------------------------------------------------------------- cookie
-std::string TicketCookie::toHex() const {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(32, '0');
-  for (int i = 0; i < 16; ++i) {
-    out[15 - i] = kDigits[(ticket >> (4 * i)) & 0xf];
-    out[31 - i] = kDigits[(nonce >> (4 * i)) & 0xf];
-  }
-  return out;
-}
-
-std::optional<TicketCookie> TicketCookie::fromHex(std::string_view hex) {
-  if (hex.size() != 32) return std::nullopt;
-  uint64_t words[2] = {0, 0};
-  for (size_t i = 0; i < 32; ++i) {
-    const char c = hex[i];
-    uint64_t digit;
-    if (c >= '0' && c <= '9') {
-      digit = static_cast<uint64_t>(c - '0');
-    } else if (c >= 'a' && c <= 'f') {
-      digit = static_cast<uint64_t>(c - 'a' + 10);
-    } else {
-      return std::nullopt;
-    }
-    words[i / 16] = (words[i / 16] << 4) | digit;
-  }
-  return TicketCookie{words[0], words[1]};
-}
-
 // ---------------------------------------------------------------- lifecycle
 Segment::Segment() : impl_(std::make_unique<Impl>()) {}
 
@@ -437,6 +408,10 @@ void Segment::setGeneration(uint32_t generation) {
 
 void Segment::count(Counter c, uint64_t n) {
   impl_->counter(c).fetch_add(n, std::memory_order_relaxed);
+}
+
+double Segment::utilization() const {
+  return loadDouble(impl_->layout.header->utilization);
 }
 
 StatsSnapshot Segment::snapshot() const {

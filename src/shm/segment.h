@@ -43,13 +43,11 @@ struct Geometry {
 Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t asset_users_max);
 
 // ---------------------------------------------------------------- tickets
-// What the room_ticket cookie carries: 32 lower-case hex characters,
-// the ticket number (16 hex) then a random nonce (16 hex).
+// What the room_ticket cookie carries (admission/cookies.h encodes it): the
+// ticket number and the random nonce that proves the visitor was given it.
 struct TicketCookie {
   uint64_t ticket = 0;
   uint64_t nonce = 0;
-  std::string toHex() const;
-  static std::optional<TicketCookie> fromHex(std::string_view hex);  // strict: 32 [0-9a-f]
 };
 
 enum class IssueOutcome {
@@ -266,6 +264,9 @@ class Segment {
   void setGeneration(uint32_t generation);  // master
   void count(Counter c, uint64_t n = 1);
   StatsSnapshot snapshot() const;
+  // The smoothed page utilization alone (one load; snapshot() also scans
+  // the pass table).
+  double utilization() const;
 
  private:
   Segment();

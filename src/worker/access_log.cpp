@@ -9,17 +9,6 @@
 
 namespace concert::worker {
 
-const char* outcomeName(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::Admitted: return "admitted";
-    case Outcome::Queued: return "queued";
-    case Outcome::Rejected: return "rejected";
-    case Outcome::Bypass: return "bypass";
-    case Outcome::Local: return "local";
-  }
-  return "local";
-}
-
 namespace {
 
 constexpr size_t kFlushThreshold = 64 * 1024;
@@ -51,7 +40,7 @@ void appendQuotedOrDash(std::string& out, const http::Request& request, std::str
 }  // namespace
 
 void formatAccessLine(std::string& out, const http::Request& request, int status, uint64_t bytes, double seconds,
-                      Outcome outcome, time_t wall) {
+                      admission::Outcome outcome, time_t wall) {
   static thread_local time_t cached_wall = -1;
   static thread_local char cached_time[40];
   if (wall != cached_wall) {
@@ -78,7 +67,7 @@ void formatAccessLine(std::string& out, const http::Request& request, int status
   char tail[48];
   snprintf(tail, sizeof tail, " %.3f ", seconds < 0 ? 0.0 : seconds);
   out += tail;
-  out += outcomeName(outcome);
+  out += admission::outcomeName(outcome);
   out += '\n';
 }
 
@@ -109,7 +98,7 @@ bool AccessLog::reopen() {
   return open(enabled_, path_);  // on failure the previous descriptor (if any) stays in use
 }
 
-void AccessLog::record(const http::Request& request, int status, uint64_t bytes, double seconds, Outcome outcome,
+void AccessLog::record(const http::Request& request, int status, uint64_t bytes, double seconds, admission::Outcome outcome,
                        time_t wall) {
   if (!enabled_) return;
   formatAccessLine(buffer_, request, status, bytes, seconds, outcome, wall);

@@ -11,7 +11,7 @@
 #include <ctime>
 #include <string>
 
-#include "worker/guard.h"
+#include "admission/guard.h"
 #include "http/request.h"
 
 namespace concert::worker {
@@ -19,7 +19,7 @@ namespace concert::worker {
 // Appends one line (with '\n') for `request` to `out`. `wall` is the time the
 // request arrived; `seconds` its duration; `bytes` the body bytes sent.
 void formatAccessLine(std::string& out, const http::Request& request, int status, uint64_t bytes, double seconds,
-                      Outcome outcome, time_t wall);
+                      admission::Outcome outcome, time_t wall);
 
 class AccessLog {
  public:
@@ -32,7 +32,7 @@ class AccessLog {
   bool open(bool enabled, const std::string& path);
   bool reopen();
   bool enabled() const { return enabled_; }
-  void record(const http::Request& request, int status, uint64_t bytes, double seconds, Outcome outcome, time_t wall);
+  void record(const http::Request& request, int status, uint64_t bytes, double seconds, admission::Outcome outcome, time_t wall);
   void flush();
 
  private:

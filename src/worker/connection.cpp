@@ -10,7 +10,7 @@
 #include <exception>
 
 #include "common/log.h"
-#include "worker/admission.h"
+#include "admission/admission.h"
 #include "worker/upstream_pool.h"
 #include "worker/worker.h"
 
@@ -195,7 +195,7 @@ void ClientConnection::dispatch() {
   started_wall_ = time(nullptr);
   status_ = 0;
   bytes_sent_ = 0;
-  outcome_ = Outcome::Local;
+  outcome_ = admission::Outcome::Local;
   extra_headers_.clear();
   body_total_ = 0;
   body_error_ = false;
@@ -220,11 +220,11 @@ void ClientConnection::dispatch() {
     return;
   }
 
-  const WorkerContext& ctx = worker_.context();
+  const admission::AdmissionContext& ctx = worker_.admission();
   switch (route_) {
-    case http::Route::QueueStatus: respondLocal(handleQueueStatus(ctx, request_, monotonicMs()), false); return;
-    case http::Route::Healthz: respondLocal(handleHealthz(ctx, request_), false); return;
-    case http::Route::Stats: respondLocal(handleStats(ctx, request_), false); return;
+    case http::Route::QueueStatus: respondLocal(admission::handleQueueStatus(ctx, request_, monotonicMs()), false); return;
+    case http::Route::Healthz: respondLocal(admission::handleHealthz(ctx, request_), false); return;
+    case http::Route::Stats: respondLocal(admission::handleStats(ctx, request_), false); return;
     case http::Route::Cap:
       if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxCapBody)) {
         failRequest(413);
@@ -247,16 +247,16 @@ void ClientConnection::dispatch() {
       return;
     }
     case http::Route::Bypass:
-      outcome_ = Outcome::Bypass;
+      outcome_ = admission::Outcome::Bypass;
       startProxy();
       return;
     case http::Route::PrivateAsset:
     case http::Route::PublicAsset:
-      guard_ = makeAssetGuard(ctx, route_ == http::Route::PrivateAsset);
+      guard_ = admission::makeAssetGuard(ctx, route_ == http::Route::PrivateAsset);
       runGuard(monotonicMs());
       return;
     case http::Route::Page:
-      guard_ = makePageGuard(ctx);
+      guard_ = admission::makePageGuard(ctx);
       runGuard(monotonicMs());
       return;
   }
@@ -265,26 +265,27 @@ void ClientConnection::dispatch() {
 // ------------------------------------------------------------ admission
 
 void ClientConnection::runGuard(Millis now) {
-  Admission admission = guard_->admit(request_, now);
+  admission::Admission decision = guard_->admit(request_, now);
   outcome_ = guard_->outcome();
   const bool was_parked = state_ == State::Parked;
-  switch (admission.kind) {
-    case Admission::Kind::Proceed:
+  switch (decision.kind) {
+    case admission::Admission::Kind::Proceed:
       if (was_parked) worker_.unpark(this);
-      extra_headers_ = std::move(admission.response_headers);
+      extra_headers_ = std::move(decision.response_headers);
       startProxy();
       return;
-    case Admission::Kind::Respond:
+    case admission::Admission::Kind::Respond:
       if (was_parked) worker_.unpark(this);
       state_ = State::ReadingHead;
-      respondLocal(std::move(admission.response), false);
+      respondLocal(std::move(decision.response), false);
       return;
-    case Admission::Kind::Wait:
-      park_deadline_ = admission.deadline;
-      if (!was_parked) {
-        state_ = State::Parked;
-        worker_.park(this);
-      }
+    case admission::Admission::Kind::Wait:
+      // Parked the first time, re-filed on every recheck that still waits
+      // (a held request's ticket can change, or it can turn into a claimed
+      // ticket waiting for a page slot).
+      park_deadline_ = decision.deadline;
+      state_ = State::Parked;
+      worker_.park(this, decision.held_ticket);
       return;
   }
 }
@@ -392,7 +393,7 @@ void ClientConnection::pumpBody() {
 void ClientConnection::bodyFinished() {
   body_done_ = true;
   switch (sink_) {
-    case Sink::Collect: respondLocal(handleCap(worker_.context(), request_, collected_), false); return;
+    case Sink::Collect: respondLocal(admission::handleCap(worker_.admission(), request_, collected_), false); return;
     case Sink::Discard: endRequest(true); return;
     case Sink::Upstream:
       if (body_mode_ == BodyMode::Chunked && upstream_) upstream_->stream.write("0\r\n\r\n", 5);

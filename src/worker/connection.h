@@ -25,7 +25,7 @@
 #include <string>
 
 #include "common/clock.h"
-#include "worker/guard.h"
+#include "admission/guard.h"
 #include "http/parser.h"
 #include "worker/proxy.h"
 #include "http/request.h"
@@ -63,7 +63,10 @@ class ClientConnection {
   void closeIfIdle();  // drain: close a connection between requests
   void abort();        // grace ran out: release and close now
 
+  // The worker's bookkeeping: where this connection sits in its list of
+  // parked requests (when park_listed).
   std::list<ClientConnection*>::iterator park_pos;
+  bool park_listed = false;
 
  private:
   enum class State { ReadingHead, Parked, LocalBody, Proxying, Tunnel, Closing, Lingering };
@@ -124,8 +127,8 @@ class ClientConnection {
   // current request
   http::Request& request_;
   http::Route route_ = http::Route::Page;
-  std::unique_ptr<RequestGuard> guard_;
-  Outcome outcome_ = Outcome::Local;
+  std::unique_ptr<admission::RequestGuard> guard_;
+  admission::Outcome outcome_ = admission::Outcome::Local;
   http::Headers extra_headers_;  // the guard's Set-Cookie for a proxied response
   bool log_request_ = false;
   int status_ = 0;

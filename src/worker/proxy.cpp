@@ -15,7 +15,8 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "worker/admission.h"
+#include "admission/admission.h"
+#include "admission/cookies.h"
 #include "worker/connection.h"
 #include "http/response.h"
 #include "worker/upstream_pool.h"
@@ -102,7 +103,7 @@ void buildUpstreamRequestHead(const http::Request& request, const config::Config
     if (http::equalsIgnoreCase(name, "Cookie")) {
       if (cookie_done) continue;
       cookie_done = true;
-      std::optional<std::string> kept = stripConcertCookies(http::joinHeader(request.headers, "Cookie", "; "));
+      std::optional<std::string> kept = admission::stripConcertCookies(http::joinHeader(request.headers, "Cookie", "; "));
       if (kept) appendHeader(out, "Cookie", *kept);
       continue;
     }

@@ -15,7 +15,6 @@
 
 #include "common/log.h"
 #include "worker/connection.h"
-#include "worker/room.h"
 #include "worker/stream.h"
 
 namespace concert::worker {
@@ -51,7 +50,14 @@ std::string peerAddress(const sockaddr* addr) {
 
 }  // namespace
 
-Worker::Worker(const WorkerContext& context) : context_(context) {}
+Worker::Worker(const WorkerContext& context)
+    : context_(context), waiters_(context.segment, context.slot, &draining_) {
+  admission_.config = context_.config;
+  admission_.segment = context_.segment;
+  admission_.slot = context_.slot;
+  admission_.waiters = &waiters_;
+  admission_.saturation = &saturation_;
+}
 
 Worker::~Worker() {
   // Connections release what they hold as they go; their wake-ups must not
@@ -224,15 +230,20 @@ void Worker::connectionClosed(ClientConnection* connection) {
 
 // ------------------------------------------------------------ parking
 
-void Worker::park(ClientConnection* connection) {
+void Worker::park(ClientConnection* connection, std::optional<uint64_t> held_ticket) {
   const bool was_empty = parked_.empty() && held_.empty();
-  // The guard whose admit() just returned Wait says whether it holds a page
-  // request, and on which ticket.
-  if (std::optional<uint64_t> ticket = HeldPages::take()) {
-    connection->park_pos = parked_.end();
-    hold(connection, *ticket);
-  } else {
+  auto at = held_at_.find(connection);
+  if (held_ticket) {
+    // Held on a ticket; one already filed under that ticket stays where it is.
+    if (at == held_at_.end() || at->second.first != *held_ticket) hold(connection, *held_ticket);
+  } else if (at != held_at_.end()) {
+    // Its ticket was claimed: it now waits for a page slot like any other.
+    unhold(connection);
     connection->park_pos = parked_.insert(parked_.end(), connection);
+    connection->park_listed = true;
+  } else if (!connection->park_listed) {
+    connection->park_pos = parked_.insert(parked_.end(), connection);
+    connection->park_listed = true;
   }
   if (was_empty) {
     timeval tv = toTimeval(kRecheckMs);
@@ -241,27 +252,21 @@ void Worker::park(ClientConnection* connection) {
 }
 
 void Worker::unpark(ClientConnection* connection) {
-  if (held_at_.count(connection) != 0) {
-    unhold(connection);
-  } else if (connection->park_pos != parked_.end()) {
+  if (held_at_.count(connection) != 0) unhold(connection);
+  if (connection->park_listed) {
     parked_.erase(connection->park_pos);
+    connection->park_listed = false;
   }
-  connection->park_pos = parked_.end();
-  if (parked_.empty() && held_.empty()) {
-    event_del(recheck_);
-    if (context_.segment && context_.slot != shm::kNoSlot)
-      for (shm::Resource r : {shm::Resource::PageSlot, shm::Resource::AssetSlot, shm::Resource::PassSlot})
-        context_.segment->setWaiting(context_.slot, r, false);
-  }
+  if (parked_.empty() && held_.empty()) event_del(recheck_);
 }
 
 // Files `connection` (parked, general list or held) as held on `ticket`.
 void Worker::hold(ClientConnection* connection, uint64_t ticket) {
   if (held_at_.count(connection) != 0) {
     unhold(connection);
-  } else if (connection->park_pos != parked_.end()) {
+  } else if (connection->park_listed) {
     parked_.erase(connection->park_pos);
-    connection->park_pos = parked_.end();
+    connection->park_listed = false;
   }
   const HeldKey key(ticket, held_seq_++);
   held_.emplace(key, connection);
@@ -280,17 +285,11 @@ void Worker::recheckParked(bool every_held) {
   Millis now = monotonicMs();
   if (!parked_.empty()) {
     // Connections are freed only on a later loop turn, so the snapshot stays
-    // valid even if a recheck closes one of them.
+    // valid even if a recheck closes one of them. A recheck re-files its
+    // request itself (park/unpark) when what it waits on changed.
     std::vector<ClientConnection*> snapshot(parked_.begin(), parked_.end());
-    for (ClientConnection* c : snapshot) {
-      if (!c->isParked()) continue;
-      c->recheckAdmission(now);
-      // A page request that was waiting for a slot does not become held
-      // again; a note here belongs to a request this one just re-parked,
-      // which park() has filed already, or it is filed now.
-      if (std::optional<uint64_t> ticket = HeldPages::take())
-        if (c->isParked() && held_at_.count(c) == 0) hold(c, *ticket);
-    }
+    for (ClientConnection* c : snapshot)
+      if (c->isParked()) c->recheckAdmission(now);
   }
   recheckHeld(now, every_held);
 }
@@ -304,28 +303,18 @@ void Worker::recheckParked(bool every_held) {
 // requests a release costs one recheck, not n. Whatever finishes a ticket
 // afterwards wakes this worker again. The 250 ms timer walks the whole list,
 // which expires hold deadlines past the first waiting ticket and keeps every
-// held ticket touched (seen) for the reaper.
+// held ticket touched (seen) for the reaper. A recheck re-files its request
+// itself: answered (unpark), claimed and waiting for a slot (general list),
+// or queued again further back (held under its new ticket).
 void Worker::recheckHeld(Millis now, bool every_held) {
   auto it = held_.begin();
   while (it != held_.end()) {
     const HeldKey key = it->first;
     ClientConnection* c = it->second;
     c->recheckAdmission(now);
-    std::optional<uint64_t> ticket = HeldPages::take();
     auto at = held_at_.find(c);
-    // Still parked on the same request (neither answered nor re-parked)?
-    if (at != held_at_.end() && at->second == key) {
-      if (!ticket) {
-        // Its ticket was claimed; it now waits for a page slot like any
-        // other parked request.
-        unhold(c);
-        c->park_pos = parked_.insert(parked_.end(), c);
-      } else if (*ticket != key.first) {
-        hold(c, *ticket);  // its ticket was gone: it queued again, further back
-      } else if (!every_held) {
-        break;
-      }
-    }
+    const bool unchanged = at != held_at_.end() && at->second == key;
+    if (unchanged && !every_held) break;
     it = held_.upper_bound(key);
   }
 }
@@ -373,7 +362,7 @@ void Worker::onTick(evutil_socket_t, short, void* arg) {
   auto* w = static_cast<Worker*>(arg);
   if (w->context_.segment && w->context_.slot != shm::kNoSlot) {
     w->context_.segment->heartbeat(w->context_.slot, monotonicMs());
-    SaturationLog::flush(*w->context_.segment, monotonicMs());
+    w->saturation_.flush(*w->context_.segment, monotonicMs());
   }
   if (w->context_.master_pid != 0 && getppid() != w->context_.master_pid && !w->draining_) w->beginDrain("master gone");
 }
@@ -398,8 +387,8 @@ void Worker::beginDrain(const char* why) {
   std::vector<ClientConnection*> all(connections_.begin(), connections_.end());
   for (ClientConnection* c : all) c->closeIfIdle();
   // Held page requests get the waiting room now rather than being cut off
-  // when the grace runs out: the visitor keeps its place through the cookie.
-  HeldPages::setDraining(true);
+  // when the grace runs out: the visitor keeps its place through the cookie
+  // (their guards see draining() and answer).
   recheckParked(true);
   timeval tv = toTimeval(config().shutdown_grace);
   evtimer_add(grace_, &tv);

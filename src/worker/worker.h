@@ -11,6 +11,10 @@
 // requests held by -queue-hold are kept apart, in ticket order (see
 // recheckHeld); draining answers them at once with the waiting room. If
 // this process dies, the master reclaims everything it held from its ledger.
+//
+// Admission (src/admission/) reaches the loop only through the
+// AdmissionContext the worker builds: its SlotWaiters (which owns the slot's
+// shared waiting flags) and its SaturationLog.
 #pragma once
 
 #include <event2/event.h>
@@ -20,14 +24,18 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "admission/context.h"
+#include "admission/saturation_log.h"
 #include "worker/access_log.h"
 #include "worker/context.h"
 #include "worker/upstream_pool.h"
+#include "worker/waiters.h"
 
 namespace concert::worker {
 
@@ -46,13 +54,15 @@ class Worker {
   event_base* base() const { return base_; }
   const WorkerContext& context() const { return context_; }
   const config::Config& config() const { return *context_.config; }
+  const admission::AdmissionContext& admission() const { return admission_; }
   UpstreamPool& upstreams() { return *pool_; }
   AccessLog& accessLog() { return access_log_; }
   bool draining() const { return draining_; }
 
-  // Requests waiting for a slot (in arrival order) or held by -queue-hold
-  // (in ticket order).
-  void park(ClientConnection* connection);
+  // Requests waiting for a slot (in arrival order) or, with `held_ticket`,
+  // held by -queue-hold (in ticket order). Called on every admit() that
+  // returns Wait: a parked request is re-filed when what it waits on changed.
+  void park(ClientConnection* connection, std::optional<uint64_t> held_ticket);
   void unpark(ClientConnection* connection);
   // A connection was closed (its memory is freed on the next loop turn).
   void connectionClosed(ClientConnection* connection);
@@ -81,6 +91,10 @@ class Worker {
   void stopNow(int status);
 
   WorkerContext context_;
+  bool draining_ = false;
+  SlotWaiters waiters_;
+  admission::SaturationLog saturation_;
+  admission::AdmissionContext admission_;
   event_base* base_ = nullptr;
   std::vector<evconnlistener*> listeners_;
   std::vector<event*> events_;  // signals and timers freed at exit
@@ -101,7 +115,6 @@ class Worker {
   std::map<HeldKey, ClientConnection*> held_;
   std::unordered_map<ClientConnection*, HeldKey> held_at_;
   uint64_t held_seq_ = 0;
-  bool draining_ = false;
   Millis drain_started_ms_ = 0;
   bool stopping_ = false;
   int exit_status_ = 0;

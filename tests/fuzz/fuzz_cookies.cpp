@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fuzz_target.h"
-#include "worker/admission.h"
-#include "worker/cookies.h"
+#include "admission/admission.h"
+#include "admission/cookies.h"
 
 namespace concert::fuzz {
 namespace {
@@ -24,7 +24,7 @@ std::string_view trimmed(std::string_view s) {
 }
 
 void checkStripped(std::string_view header) {
-  std::optional<std::string> stripped = worker::stripConcertCookies(header);
+  std::optional<std::string> stripped = admission::stripConcertCookies(header);
   if (!stripped) return;
   FUZZ_ASSERT(!stripped->empty());
   // Pieces are kept byte for byte; only the separators may widen (";" -> "; ").
@@ -36,12 +36,12 @@ void checkStripped(std::string_view header) {
     size_t semi = rest.find(';');
     std::string_view piece = trimmed(rest.substr(0, semi));
     std::string_view name = trimmed(piece.substr(0, piece.find('=')));
-    FUZZ_ASSERT(name != worker::kTicketCookie && name != worker::kPassCookie && name != worker::kProbeCookie &&
-                name != worker::kAdmitCookie);
+    FUZZ_ASSERT(name != admission::kTicketCookie && name != admission::kPassCookie && name != admission::kProbeCookie &&
+                name != admission::kAdmitCookie);
     if (semi == std::string_view::npos) break;
     rest.remove_prefix(semi + 1);
   }
-  std::optional<std::string> again = worker::stripConcertCookies(*stripped);
+  std::optional<std::string> again = admission::stripConcertCookies(*stripped);
   FUZZ_ASSERT(again && *again == *stripped);
 }
 
@@ -59,8 +59,8 @@ int fuzzCookies(const uint8_t* data, size_t size) {
   headers.push_back({"X-Not-Cookie", "room_ticket=decoy"});
 
   for (std::string_view name :
-       {worker::kTicketCookie, worker::kPassCookie, worker::kProbeCookie, worker::kAdmitCookie}) {
-    std::optional<std::string> value = worker::cookieValue(headers, name);
+       {admission::kTicketCookie, admission::kPassCookie, admission::kProbeCookie, admission::kAdmitCookie}) {
+    std::optional<std::string> value = admission::cookieValue(headers, name);
     if (!value) continue;
     bool found = false;
     for (size_t i = 0; i + 1 < headers.size() && !found; ++i)

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/admit_pass.h"
+#include "admission/pass.h"
 #include "fuzz_target.h"
 
 namespace concert::fuzz {
@@ -30,46 +30,46 @@ constexpr int64_t kNow = 1'750'000'000;  // a fixed "now": the target must be de
 int fuzzPass(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
 
-  std::optional<std::string> decoded = common::base64UrlDecode(text);
+  std::optional<std::string> decoded = admission::base64UrlDecode(text);
   if (decoded) {
     FUZZ_ASSERT(decoded->size() == text.size() * 3 / 4);
-    FUZZ_ASSERT(common::base64UrlEncode(reinterpret_cast<const uint8_t*>(decoded->data()), decoded->size()) == text);
+    FUZZ_ASSERT(admission::base64UrlEncode(reinterpret_cast<const uint8_t*>(decoded->data()), decoded->size()) == text);
   }
 
-  std::optional<common::AdmitPass> pass = common::verifyPass(kSecret, text, kNow);
+  std::optional<admission::AdmitPass> pass = admission::verifyPass(kSecret, text, kNow);
   if (pass) {
-    FUZZ_ASSERT(text.size() == common::kPassEncodedChars);
+    FUZZ_ASSERT(text.size() == admission::kPassEncodedChars);
     FUZZ_ASSERT(pass->expiry > kNow);
-    FUZZ_ASSERT(common::mintPass(kSecret, pass->id, pass->expiry) == text);
+    FUZZ_ASSERT(admission::mintPass(kSecret, pass->id, pass->expiry) == text);
   }
-  FUZZ_ASSERT(!common::verifyPass(kOtherSecret, text, kNow) || !pass);
+  FUZZ_ASSERT(!admission::verifyPass(kOtherSecret, text, kNow) || !pass);
 
   // Mint from input-chosen fields: 16 id bytes, then an expiry offset.
-  if (size >= common::kPassIdBytes + 4) {
-    common::PassId id;
+  if (size >= admission::kPassIdBytes + 4) {
+    admission::PassId id;
     std::memcpy(id.data(), data, id.size());
     int32_t offset;
     std::memcpy(&offset, data + id.size(), sizeof offset);
     int64_t expiry = kNow + offset;
-    std::string minted = common::mintPass(kSecret, id, expiry);
-    FUZZ_ASSERT(minted.size() == common::kPassEncodedChars);
-    std::optional<common::AdmitPass> back = common::verifyPass(kSecret, minted, kNow);
+    std::string minted = admission::mintPass(kSecret, id, expiry);
+    FUZZ_ASSERT(minted.size() == admission::kPassEncodedChars);
+    std::optional<admission::AdmitPass> back = admission::verifyPass(kSecret, minted, kNow);
     FUZZ_ASSERT(back.has_value() == (expiry > kNow));
     if (back) {
       FUZZ_ASSERT(back->id == id && back->expiry == expiry);
-      FUZZ_ASSERT(!common::verifyPass(kSecret, minted, expiry));  // expired at exactly its expiry
+      FUZZ_ASSERT(!admission::verifyPass(kSecret, minted, expiry));  // expired at exactly its expiry
       // Realistic lifetimes only: a verified pass was minted by us with now + admit-ttl.
-      std::optional<std::string> slid = common::slidePass(kSecret, back, kNow, 600, false);
+      std::optional<std::string> slid = admission::slidePass(kSecret, back, kNow, 600, false);
       if (slid) {
-        std::optional<common::AdmitPass> slid_pass = common::verifyPass(kSecret, *slid, kNow);
+        std::optional<admission::AdmitPass> slid_pass = admission::verifyPass(kSecret, *slid, kNow);
         FUZZ_ASSERT(slid_pass && slid_pass->id == id && slid_pass->expiry == kNow + 600);
       }
     }
-    FUZZ_ASSERT(!common::verifyPass(kOtherSecret, minted, kNow));
+    FUZZ_ASSERT(!admission::verifyPass(kOtherSecret, minted, kNow));
     size_t flip = static_cast<size_t>(data[size - 1]) % minted.size();
     std::string tampered = minted;
     tampered[flip] = tampered[flip] == 'A' ? 'B' : 'A';
-    FUZZ_ASSERT(!common::verifyPass(kSecret, tampered, kNow));
+    FUZZ_ASSERT(!admission::verifyPass(kSecret, tampered, kNow));
   }
   return 0;
 }

@@ -37,15 +37,15 @@ LDFLAGS="$SAN -fsanitize=fuzzer"
 declare -A SOURCES=(
   [request]="src/http/parser.cpp src/http/request.cpp"
   [response]="src/http/parser.cpp src/http/request.cpp"
-  [cookies]="src/worker/cookies.cpp src/http/request.cpp"
-  [pass]="src/common/admit_pass.cpp"
-  [ticket]="src/shm/*.cpp src/common/*.cpp"
+  [cookies]="src/admission/cookies.cpp src/http/request.cpp"
+  [pass]="src/admission/pass.cpp"
+  [ticket]="src/admission/cookies.cpp src/http/request.cpp"
   [config]="src/config/*.cpp src/common/*.cpp"
   [pathlist]="src/config/parse.cpp src/config/config.cpp"
 )
 declare -A LIBS=(
   [request]="llhttp" [response]="llhttp" [cookies]="" [pass]="-lssl -lcrypto"
-  [ticket]="-lssl -lcrypto -lrt -lpthread" [config]="-lyaml-cpp -lssl -lcrypto" [pathlist]=""
+  [ticket]="" [config]="-lyaml-cpp -lssl -lcrypto" [pathlist]=""
 )
 declare -A MAXLEN=(
   [request]=36000 [response]=16384 [cookies]=4096 [pass]=256 [ticket]=128 [config]=8192 [pathlist]=2048

@@ -9,10 +9,11 @@
 
 #include "config/config.h"
 #include "shm/segment.h"
-#include "worker/admission.h"
-#include "worker/context.h"
-#include "worker/cookies.h"
-#include "worker/room.h"
+#include "admission/admission.h"
+#include "admission/answers.h"
+#include "admission/cookies.h"
+#include "admission/saturation_log.h"
+#include "worker/waiters.h"
 
 namespace concert::test {
 
@@ -28,6 +29,29 @@ inline config::Config baseConfig(int32_t cap) {
   return c;
 }
 
+// One worker slot's view of the room: the context its guards get, with a
+// real SlotWaiters (so parking raises the slot's shared waiting flag and
+// releases elsewhere write its eventfd) and its own saturation log.
+struct WorkerView {
+  WorkerView(const config::ConfigPtr& config, shm::Segment* segment, shm::WorkerSlot slot)
+      : waiters(segment, slot, &draining) {
+    context.config = config;
+    context.segment = segment;
+    context.slot = slot;
+    context.waiters = &waiters;
+    context.saturation = &saturation;
+  }
+  WorkerView(const WorkerView&) = delete;
+  WorkerView& operator=(const WorkerView&) = delete;
+
+  int64_t parked(shm::Resource r) const { return waiters.count(r); }
+
+  bool draining = false;
+  worker::SlotWaiters waiters;
+  admission::SaturationLog saturation;
+  admission::AdmissionContext context;
+};
+
 struct Room {
   explicit Room(config::Config c, uint32_t slots = 4) {
     shm::Geometry g;
@@ -38,23 +62,18 @@ struct Room {
     segment->slotStarted(0, static_cast<int>(getpid()), 1, monotonicMs());
     segment->setGeneration(1);
     config = std::make_shared<const config::Config>(std::move(c));
-    context.config = config;
-    context.segment = segment.get();
-    context.slot = 0;
-    worker::resetUtilizationCache();
-    worker::HeldPages::take();
-    worker::HeldPages::setDraining(false);
+    self = std::make_unique<WorkerView>(config, segment.get(), 0);
   }
   // A second worker slot sharing the same segment.
-  worker::WorkerContext other(shm::WorkerSlot slot) const {
-    worker::WorkerContext c = context;
-    c.slot = slot;
-    return c;
+  std::unique_ptr<WorkerView> other(shm::WorkerSlot slot) const {
+    return std::make_unique<WorkerView>(config, segment.get(), slot);
   }
+  const admission::AdmissionContext& ctx() const { return self->context; }
+  int64_t parked(shm::Resource r) const { return self->parked(r); }
 
-  std::shared_ptr<const config::Config> config;
+  config::ConfigPtr config;
   std::unique_ptr<shm::Segment> segment;
-  worker::WorkerContext context;
+  std::unique_ptr<WorkerView> self;
 };
 
 inline http::Request get(std::string path, http::Headers headers = {}) {

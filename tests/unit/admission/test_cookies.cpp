@@ -2,11 +2,11 @@
 #include <doctest/doctest.h>
 
 #include "config/config.h"
-#include "worker/admission.h"
-#include "worker/cookies.h"
+#include "admission/admission.h"
+#include "admission/cookies.h"
 
 using namespace concert;
-using namespace concert::worker;
+using namespace concert::admission;
 using namespace concert::http;
 
 TEST_CASE("stripConcertCookies") {
@@ -68,4 +68,22 @@ TEST_CASE("Set-Cookie attribute strings") {
     CHECK(admitSetCookie(c, "P") ==
           "concert_admit=P; Path=/shop; Domain=example.com; Max-Age=600; HttpOnly; Secure; SameSite=Lax");
   }
+}
+
+TEST_CASE("room_ticket cookie: hex round trip and strict parsing") {
+  const shm::TicketCookie c{0x0123456789abcdefull, 0xfedcba9876543210ull};
+  const std::string hex = encodeTicketCookie(c);
+  CHECK(hex == "0123456789abcdeffedcba9876543210");
+  const auto back = decodeTicketCookie(hex);
+  REQUIRE(back);
+  CHECK(back->ticket == c.ticket);
+  CHECK(back->nonce == c.nonce);
+  CHECK(encodeTicketCookie(shm::TicketCookie{1, 2}) == "00000000000000010000000000000002");
+  CHECK_FALSE(decodeTicketCookie(""));
+  CHECK_FALSE(decodeTicketCookie(hex.substr(1)));
+  CHECK_FALSE(decodeTicketCookie(hex + "0"));
+  CHECK_FALSE(decodeTicketCookie("0123456789ABCDEFfedcba9876543210"));
+  CHECK_FALSE(decodeTicketCookie("0123456789abcdefgedcba9876543210"));
+  CHECK_FALSE(decodeTicketCookie(" 123456789abcdeffedcba9876543210"));
+  CHECK_FALSE(decodeTicketCookie("+123456789abcdeffedcba9876543210"));
 }

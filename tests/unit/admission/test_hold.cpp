@@ -1,17 +1,17 @@
 // The page guard with -queue-hold over a real in-process segment: held
 // requests are admitted in ticket order when slots free, a hold that runs out
 // answers exactly like -queue-hold 0 and leaves the ticket in line, a client
-// that goes away keeps its ticket only if it brought the cookie, rechecks keep the ticket seen, and the
-// worker notes (HeldPages) say which ticket each held request waits on.
+// that goes away keeps its ticket only if it brought the cookie, rechecks keep
+// the ticket seen, and a held request's Wait says which ticket it waits on.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
-#include "common/admit_pass.h"
+#include "admission/pass.h"
 #include "fixture.h"
-#include "worker/room.h"
+#include "admission/answers.h"
 
 using namespace concert;
-using namespace concert::worker;
+using namespace concert::admission;
 using namespace concert::http;
 using concert::test::Room;
 
@@ -43,24 +43,24 @@ bool woken(const Room& room, shm::WorkerSlot slot = 0) {
   return read(room.segment->eventFd(slot), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
 }
 
-// admit() must keep the request held and note the ticket it waits on.
+// admit() must keep the request held and say the ticket it waits on.
 uint64_t expectHeld(RequestGuard& guard, const Request& request, Millis now, Millis deadline) {
   Admission a = guard.admit(request, now);
   REQUIRE(a.kind == Admission::Kind::Wait);
   CHECK(a.deadline == deadline);
-  std::optional<uint64_t> ticket = HeldPages::take();
-  REQUIRE(ticket.has_value());
-  return *ticket;
+  CHECK(a.resource == shm::Resource::PageSlot);
+  REQUIRE(a.held_ticket.has_value());
+  return *a.held_ticket;
 }
 
 }  // namespace
 
 TEST_CASE("queue-hold 0: a request that has to queue is answered at once, as before") {
   Room room(test::baseConfig(1));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
 
-  auto api = makePageGuard(room.context);
+  auto api = makePageGuard(room.ctx());
   Admission a = api->admit(test::get("/gated"), 1000);
   REQUIRE(a.kind == Admission::Kind::Respond);
   CHECK(a.response.status == 429);
@@ -68,27 +68,28 @@ TEST_CASE("queue-hold 0: a request that has to queue is answered at once, as bef
   CHECK(api->outcome() == Outcome::Queued);
   std::string ticket = test::setCookieValue(a.response.headers, "room_ticket");
   CHECK(ticket.size() == 32);
-  CHECK_FALSE(HeldPages::take().has_value());
-  CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 0);
+  CHECK_FALSE(a.held_ticket.has_value());
+  CHECK(room.parked(shm::Resource::PageSlot) == 0);
 
-  auto again = makePageGuard(room.context);
+  auto again = makePageGuard(room.ctx());
   Admission b = again->admit(test::get("/gated", withTicket(ticket, browser())), 2000);
   REQUIRE(b.kind == Admission::Kind::Respond);
   CHECK(b.response.status == 200);
   CHECK(test::setCookieValue(b.response.headers, "room_ticket") == ticket);
-  CHECK_FALSE(HeldPages::take().has_value());
+  CHECK_FALSE(b.held_ticket.has_value());
   holder->release();
 }
 
 TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, across workers") {
   Room room(holdConfig(1, 5000));
-  WorkerContext second = room.other(1);
-  auto holder = makePageGuard(room.context);
-  REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  CHECK_FALSE(HeldPages::take().has_value());  // an admission notes nothing
+  auto second = room.other(1);
+  auto holder = makePageGuard(room.ctx());
+  Admission first = holder->admit(test::get("/slow"), 1000);
+  REQUIRE(first.kind == Admission::Kind::Proceed);
+  CHECK_FALSE(first.held_ticket.has_value());  // an admission holds nothing
 
-  auto b = makePageGuard(room.context);
-  auto c = makePageGuard(second);
+  auto b = makePageGuard(room.ctx());
+  auto c = makePageGuard(second->context);
   const uint64_t tb = expectHeld(*b, test::get("/b"), 1000, 6000);
   const uint64_t tc = expectHeld(*c, test::get("/c", browser()), 1100, 6100);
   CHECK(tc > tb);
@@ -98,8 +99,8 @@ TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, a
   CHECK(room.segment->liveQueueDepth() == 2);
   CHECK(room.segment->snapshot().queued_total == 2);
   CHECK(room.segment->pageOccupancy() == 1);
-  CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 1);
-  CHECK(ParkedRequests::count(second, shm::Resource::PageSlot) == 1);
+  CHECK(room.parked(shm::Resource::PageSlot) == 1);
+  CHECK(second->parked(shm::Resource::PageSlot) == 1);
 
   // Nothing freed: rechecks keep both held, on the same tickets.
   CHECK(expectHeld(*c, test::get("/c", browser()), 1200, 6100) == tc);
@@ -115,13 +116,13 @@ TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, a
   CHECK(expectHeld(*c, test::get("/c", browser()), 1300, 6100) == tc);
   Admission ab = b->admit(test::get("/b"), 1300);
   REQUIRE(ab.kind == Admission::Kind::Proceed);
-  CHECK_FALSE(HeldPages::take().has_value());
+  CHECK_FALSE(ab.held_ticket.has_value());
   CHECK(b->outcome() == Outcome::Admitted);
   CHECK(
-      common::verifyPass(test::kTestSecret, test::setCookieValue(ab.response_headers, "concert_admit"), unixSeconds()));
+      admission::verifyPass(test::kTestSecret, test::setCookieValue(ab.response_headers, "concert_admit"), unixSeconds()));
   CHECK(test::setCookieValue(ab.response_headers, "room_ticket").empty());
   CHECK(room.segment->pageOccupancy() == 1);
-  CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 0);
+  CHECK(room.parked(shm::Resource::PageSlot) == 0);
   CHECK(room.segment->liveQueueDepth() == 1);
 
   // b's slot comes back: c (on the other worker) is woken and admitted.
@@ -131,7 +132,7 @@ TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, a
   Admission ac = c->admit(test::get("/c", browser()), 1500);
   REQUIRE(ac.kind == Admission::Kind::Proceed);
   CHECK(c->outcome() == Outcome::Admitted);
-  CHECK(ParkedRequests::count(second, shm::Resource::PageSlot) == 0);
+  CHECK(second->parked(shm::Resource::PageSlot) == 0);
   c->release();
   CHECK(room.segment->pageOccupancy() == 0);
   CHECK(room.segment->queueDepth() == 0);
@@ -141,12 +142,12 @@ TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, a
 
 TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves the ticket in line") {
   Room room(holdConfig(1, 2000));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
 
-  auto first = makePageGuard(room.context);
+  auto first = makePageGuard(room.ctx());
   const uint64_t t1 = expectHeld(*first, test::get("/a"), 1000, 3000);
-  auto page = makePageGuard(room.context);
+  auto page = makePageGuard(room.ctx());
   const uint64_t t2 = expectHeld(*page, test::get("/p", browser()), 1000, 3000);
 
   SUBCASE("JSON 429 and the HTML page, byte for byte what -queue-hold 0 sends") {
@@ -158,7 +159,7 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     CHECK(test::headerValue(api.headers, "Cache-Control") == "no-store");
     std::string ticket = test::setCookieValue(api.headers, "room_ticket");
     REQUIRE(ticket.size() == 32);
-    CHECK(shm::TicketCookie::fromHex(ticket)->ticket == t1);
+    CHECK(decodeTicketCookie(ticket)->ticket == t1);
     CHECK(test::setCookieValue(api.headers, "room_probe") == "1");
     CHECK(test::setCookieValue(api.headers, "concert_admit").empty());
 
@@ -167,23 +168,23 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     CHECK(html.status == 200);
     CHECK(test::headerValue(html.headers, "Content-Type") == "text/html; charset=utf-8");
     CHECK(html.body == renderWaitingPage(*room.config, 2));
-    CHECK(shm::TicketCookie::fromHex(test::setCookieValue(html.headers, "room_ticket"))->ticket == t2);
+    CHECK(decodeTicketCookie(test::setCookieValue(html.headers, "room_ticket"))->ticket == t2);
     CHECK(test::setCookieValue(html.headers, "room_probe") == "1");
 
     first->release();
     page->release();
-    CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 0);
+    CHECK(room.parked(shm::Resource::PageSlot) == 0);
     // Neither ticket was retired: both still wait, in the same order.
     CHECK(room.segment->liveQueueDepth() == 2);
     CHECK(room.segment->queueDepth() == 2);
     CHECK(room.segment->snapshot().timeouts_total == 0);
-    shm::TicketView view = room.segment->render(*shm::TicketCookie::fromHex(ticket), 3100, room.config->token_ttl);
+    shm::TicketView view = room.segment->render(*decodeTicketCookie(ticket), 3100, room.config->token_ttl);
     CHECK(view.state == shm::TicketState::Waiting);
     CHECK(view.position == 1);
 
     // The visitor comes back with the cookie: held again on the same ticket,
     // and admitted once its turn comes.
-    auto back = makePageGuard(room.context);
+    auto back = makePageGuard(room.ctx());
     CHECK(expectHeld(*back, test::get("/a", withTicket(ticket)), 4000, 6000) == t1);
     holder->release();
     Admission a = back->admit(test::get("/a", withTicket(ticket)), 4100);
@@ -194,17 +195,17 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
   }
   SUBCASE("the client goes away while held: a ticket nobody has a cookie for leaves the line") {
     first->release();
-    CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 1);  // page is still held
+    CHECK(room.parked(shm::Resource::PageSlot) == 1);  // page is still held
     CHECK(room.segment->liveQueueDepth() == 1);
     CHECK(room.segment->snapshot().timeouts_total == 1);
     page->release();
-    CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 0);
+    CHECK(room.parked(shm::Resource::PageSlot) == 0);
     CHECK(room.segment->liveQueueDepth() == 0);
     CHECK(room.segment->queueDepth() == 0);
     CHECK(room.segment->snapshot().timeouts_total == 2);
     holder->release();
     // Nothing abandoned stands ahead of a new arrival: it goes straight in.
-    auto late = makePageGuard(room.context);
+    auto late = makePageGuard(room.ctx());
     Admission a = late->admit(test::get("/late"), 5000);
     CHECK(a.kind == Admission::Kind::Proceed);
     late->release();
@@ -215,20 +216,20 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     LocalResponse api = first->timedOut(test::get("/a"), 3000);
     std::string ticket = test::setCookieValue(api.headers, "room_ticket");
     first->release();
-    auto back = makePageGuard(room.context);
+    auto back = makePageGuard(room.ctx());
     CHECK(expectHeld(*back, test::get("/a", withTicket(ticket)), 3100, 5100) == t1);
     back->release();  // gone again, but the visitor holds the cookie
     page->release();  // page's ticket was never handed out: retired
     CHECK(room.segment->liveQueueDepth() == 1);
     CHECK(room.segment->snapshot().timeouts_total == 1);
-    shm::TicketView view = room.segment->render(*shm::TicketCookie::fromHex(ticket), 3200, room.config->token_ttl);
+    shm::TicketView view = room.segment->render(*decodeTicketCookie(ticket), 3200, room.config->token_ttl);
     CHECK(view.state == shm::TicketState::Waiting);
     CHECK(view.position == 1);
     // A new arrival waits behind the kept ticket; the reaper retires it once
     // nobody has come back for a whole token-ttl, and its wake-up lets the
     // newcomer in.
     holder->release();
-    auto late = makePageGuard(room.context);
+    auto late = makePageGuard(room.ctx());
     const uint64_t t3 = expectHeld(*late, test::get("/late"), 5000, 7000);
     CHECK(t3 > t2);
     woken(room);
@@ -245,9 +246,9 @@ TEST_CASE("queue-hold: every recheck touches the held ticket, so the reaper neve
   config::Config c = holdConfig(1, 3'600'000);
   c.token_ttl = 30'000;
   Room room(std::move(c));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  auto held = makePageGuard(room.context);
+  auto held = makePageGuard(room.ctx());
   expectHeld(*held, test::get("/a"), 1000, 3'601'000);
   expectHeld(*held, test::get("/a"), 25'000, 3'601'000);
   expectHeld(*held, test::get("/a"), 50'000, 3'601'000);
@@ -261,16 +262,16 @@ TEST_CASE("queue-hold: every recheck touches the held ticket, so the reaper neve
 
 TEST_CASE("queue-hold: two held requests on one cookie; the second queues again at the back") {
   Room room(holdConfig(1, 10'000));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  auto first = makePageGuard(room.context);
+  auto first = makePageGuard(room.ctx());
   expectHeld(*first, test::get("/a"), 1000, 11'000);
   std::string ticket = test::setCookieValue(first->timedOut(test::get("/a"), 11'000).headers, "room_ticket");
   first->release();
-  const uint64_t t = shm::TicketCookie::fromHex(ticket)->ticket;
+  const uint64_t t = decodeTicketCookie(ticket)->ticket;
 
-  auto tab1 = makePageGuard(room.context);
-  auto tab2 = makePageGuard(room.context);
+  auto tab1 = makePageGuard(room.ctx());
+  auto tab2 = makePageGuard(room.ctx());
   CHECK(expectHeld(*tab1, test::get("/a", withTicket(ticket)), 12'000, 22'000) == t);
   CHECK(expectHeld(*tab2, test::get("/b", withTicket(ticket)), 12'000, 22'000) == t);
   holder->release();
@@ -289,40 +290,40 @@ TEST_CASE("queue-hold: the breaker still refuses new arrivals at once") {
   config::Config c = holdConfig(1, 10'000);
   c.max_queue = 1;
   Room room(std::move(c));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  auto held = makePageGuard(room.context);
+  auto held = makePageGuard(room.ctx());
   expectHeld(*held, test::get("/a"), 1000, 11'000);
-  auto refused = makePageGuard(room.context);
+  auto refused = makePageGuard(room.ctx());
   Admission a = refused->admit(test::get("/b"), 1000);
   REQUIRE(a.kind == Admission::Kind::Respond);
   CHECK(a.response.status == 503);
   CHECK(refused->outcome() == Outcome::Rejected);
-  CHECK_FALSE(HeldPages::take().has_value());
+  CHECK_FALSE(a.held_ticket.has_value());
   held->release();
   holder->release();
 }
 
 TEST_CASE("queue-hold: a draining worker answers held requests with the waiting room at once") {
   Room room(holdConfig(1, 10'000));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  auto held = makePageGuard(room.context);
+  auto held = makePageGuard(room.ctx());
   const uint64_t t = expectHeld(*held, test::get("/a", browser()), 1000, 11'000);
 
-  HeldPages::setDraining(true);
+  room.self->draining = true;
   Admission a = held->admit(test::get("/a", browser()), 1200);
   REQUIRE(a.kind == Admission::Kind::Respond);
   CHECK(a.response.status == 200);
   CHECK(held->outcome() == Outcome::Queued);
-  CHECK(shm::TicketCookie::fromHex(test::setCookieValue(a.response.headers, "room_ticket"))->ticket == t);
-  CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 0);
-  auto late = makePageGuard(room.context);
+  CHECK(decodeTicketCookie(test::setCookieValue(a.response.headers, "room_ticket"))->ticket == t);
+  CHECK(room.parked(shm::Resource::PageSlot) == 0);
+  auto late = makePageGuard(room.ctx());
   Admission b = late->admit(test::get("/b"), 1300);
   REQUIRE(b.kind == Admission::Kind::Respond);
   CHECK(b.response.status == 429);
-  CHECK_FALSE(HeldPages::take().has_value());
-  HeldPages::setDraining(false);
+  CHECK_FALSE(b.held_ticket.has_value());
+  room.self->draining = false;
 
   held->release();
   late->release();
@@ -334,11 +335,12 @@ TEST_CASE("queue-hold: a ready ticket given up while waiting for a slot wakes th
   Room room(holdConfig(1, 10'000));
   // Another worker holds the only slot: a ready ticket waits for it.
   REQUIRE(room.segment->tryAcquirePage(1));
-  auto ready = makePageGuard(room.context);
-  REQUIRE(ready->admit(test::get("/"), 1000).kind == Admission::Kind::Wait);
-  CHECK_FALSE(HeldPages::take().has_value());  // waiting for a slot is not a hold
-  WorkerContext second = room.other(2);
-  auto behind = makePageGuard(second);
+  auto ready = makePageGuard(room.ctx());
+  Admission waiting = ready->admit(test::get("/"), 1000);
+  REQUIRE(waiting.kind == Admission::Kind::Wait);
+  CHECK_FALSE(waiting.held_ticket.has_value());  // waiting for a slot is not a hold
+  auto second = room.other(2);
+  auto behind = makePageGuard(second->context);
   expectHeld(*behind, test::get("/b"), 1000, 11'000);
   woken(room, 2);
   // The ready ticket's client goes away: the ticket is retired, the window

@@ -6,13 +6,13 @@
 #include "fixture.h"
 
 using namespace concert;
-using namespace concert::worker;
+using namespace concert::admission;
 using namespace concert::http;
 using concert::test::Room;
 
 TEST_CASE("ops: healthz") {
   Room room(test::baseConfig(1));
-  LocalResponse r = handleHealthz(room.context, test::get("/_room/healthz"));
+  LocalResponse r = handleHealthz(room.ctx(), test::get("/_room/healthz"));
   CHECK(r.status == 200);
   CHECK(r.body == "ok");
   CHECK(test::headerValue(r.headers, "Content-Type") == "text/plain; charset=utf-8");
@@ -20,9 +20,9 @@ TEST_CASE("ops: healthz") {
 
 TEST_CASE("ops: stats keys sorted and complete") {
   Room room(test::baseConfig(1));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  LocalResponse r = handleStats(room.context, test::get("/_room/stats"));
+  LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
   CHECK(r.status == 200);
   CHECK(test::headerValue(r.headers, "Content-Type") == "application/json; charset=utf-8");
   CHECK(test::headerValue(r.headers, "Cache-Control") == "no-store");
@@ -76,7 +76,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
 TEST_CASE("ops: cap endpoint") {
   SUBCASE("disabled without a token") {
     Room room(test::baseConfig(1));
-    LocalResponse r = handleCap(room.context, test::get("/_room/cap"), "{\"cap\":3}");
+    LocalResponse r = handleCap(room.ctx(), test::get("/_room/cap"), "{\"cap\":3}");
     CHECK(r.status == 404);
     CHECK(r.body.empty());
   }
@@ -89,33 +89,33 @@ TEST_CASE("ops: cap endpoint") {
     return r;
   };
   SUBCASE("authorization") {
-    CHECK(handleCap(room.context, post({}), "{\"cap\":3}").status == 401);
-    CHECK(handleCap(room.context, post({{"Authorization", "Bearer wrong"}}), "{\"cap\":3}").status == 401);
-    CHECK(handleCap(room.context, post({{"Authorization", "s3cret-toke"}}), "{\"cap\":3}").status == 401);
-    CHECK(handleCap(room.context, post({{"Authorization", "bearer s3cret-token"}}), "{\"cap\":3}").status == 401);
-    CHECK(handleCap(room.context, post({{"Authorization", ""}}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.ctx(), post({}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.ctx(), post({{"Authorization", "Bearer wrong"}}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.ctx(), post({{"Authorization", "s3cret-toke"}}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.ctx(), post({{"Authorization", "bearer s3cret-token"}}), "{\"cap\":3}").status == 401);
+    CHECK(handleCap(room.ctx(), post({{"Authorization", ""}}), "{\"cap\":3}").status == 401);
     CHECK(room.segment->pageCap() == 1);
   }
   SUBCASE("bad bodies") {
     Headers auth{{"Authorization", "Bearer s3cret-token"}};
-    LocalResponse r = handleCap(room.context, post(auth), "not json");
+    LocalResponse r = handleCap(room.ctx(), post(auth), "not json");
     CHECK(r.status == 400);
     CHECK(r.body == "{\"error\":\"invalid character 'o' in literal null (expecting 'u')\"}");
     CHECK(test::headerValue(r.headers, "Content-Type") == "application/json; charset=utf-8");
-    CHECK(handleCap(room.context, post(auth), "").body == "{\"error\":\"unexpected end of JSON input\"}");
-    CHECK(handleCap(room.context, post(auth), "{\"cap\":\"3\"}").status == 400);
-    CHECK(handleCap(room.context, post(auth), "{\"cap\":3000000000}").status == 400);
-    CHECK(handleCap(room.context, post(auth), "{}").body == "{\"error\":\"room: invalid capacity 0: must be >= 1\"}");
-    CHECK(handleCap(room.context, post(auth), "{\"cap\":-5}").body ==
+    CHECK(handleCap(room.ctx(), post(auth), "").body == "{\"error\":\"unexpected end of JSON input\"}");
+    CHECK(handleCap(room.ctx(), post(auth), "{\"cap\":\"3\"}").status == 400);
+    CHECK(handleCap(room.ctx(), post(auth), "{\"cap\":3000000000}").status == 400);
+    CHECK(handleCap(room.ctx(), post(auth), "{}").body == "{\"error\":\"room: invalid capacity 0: must be >= 1\"}");
+    CHECK(handleCap(room.ctx(), post(auth), "{\"cap\":-5}").body ==
           "{\"error\":\"room: invalid capacity -5: must be >= 1\"}");
     CHECK(room.segment->pageCap() == 1);
   }
   SUBCASE("success, bare or Bearer token") {
-    LocalResponse r = handleCap(room.context, post({{"Authorization", "s3cret-token"}}), "{\"cap\":3}");
+    LocalResponse r = handleCap(room.ctx(), post({{"Authorization", "s3cret-token"}}), "{\"cap\":3}");
     CHECK(r.status == 200);
     CHECK(r.body == "{\"cap\":3,\"occupancy\":0}");
     CHECK(room.segment->pageCap() == 3);
-    r = handleCap(room.context, post({{"Authorization", "Bearer s3cret-token"}}), " {\"cap\": 2} ");
+    r = handleCap(room.ctx(), post({{"Authorization", "Bearer s3cret-token"}}), " {\"cap\": 2} ");
     CHECK(r.status == 200);
     CHECK(room.segment->pageCap() == 2);
   }

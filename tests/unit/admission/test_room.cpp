@@ -2,12 +2,12 @@
 // and JSON byte-exact), breaker, resume, release, the slot wait.
 #include <doctest/doctest.h>
 
-#include "common/admit_pass.h"
+#include "admission/pass.h"
 #include "fixture.h"
-#include "worker/room.h"
+#include "admission/answers.h"
 
 using namespace concert;
-using namespace concert::worker;
+using namespace concert::admission;
 using namespace concert::http;
 using concert::test::Room;
 
@@ -31,7 +31,7 @@ Headers withTicket(const std::string& ticket, Headers h = {}) {
 
 TEST_CASE("page guard: fast path admits and issues a pass") {
   Room room(test::baseConfig(2));
-  auto guard = makePageGuard(room.context);
+  auto guard = makePageGuard(room.ctx());
   Admission a = guard->admit(test::get("/hello"), 1000);
   REQUIRE(a.kind == Admission::Kind::Proceed);
   CHECK(guard->outcome() == Outcome::Admitted);
@@ -42,7 +42,7 @@ TEST_CASE("page guard: fast path admits and issues a pass") {
   CHECK(cookies[0].find("; Max-Age=600; HttpOnly; SameSite=Lax") != std::string::npos);
   std::string pass = test::setCookieValue(a.response_headers, "concert_admit");
   CHECK(pass.size() == 54);
-  CHECK(common::verifyPass(test::kTestSecret, pass, unixSeconds()));
+  CHECK(admission::verifyPass(test::kTestSecret, pass, unixSeconds()));
   CHECK(test::setCookieValue(a.response_headers, "room_ticket").empty());
   guard->release();
   guard->release();  // idempotent
@@ -51,31 +51,31 @@ TEST_CASE("page guard: fast path admits and issues a pass") {
 
 TEST_CASE("page guard: pass refreshed only past half-life") {
   Room room(test::baseConfig(2));
-  common::PassId id;
+  admission::PassId id;
   id.fill(7);
   SUBCASE("fresh pass: no Set-Cookie") {
-    std::string fresh = common::mintPass(test::kTestSecret, id, unixSeconds() + 590);
-    auto guard = makePageGuard(room.context);
+    std::string fresh = admission::mintPass(test::kTestSecret, id, unixSeconds() + 590);
+    auto guard = makePageGuard(room.ctx());
     Admission a = guard->admit(test::get("/", {{"Cookie", "concert_admit=" + fresh}}), 1000);
     REQUIRE(a.kind == Admission::Kind::Proceed);
     CHECK(test::setCookies(a.response_headers).empty());
   }
   SUBCASE("pass minted 3/4 ttl ago: same id, new expiry") {
-    std::string old = common::mintPass(test::kTestSecret, id, unixSeconds() + 150);
-    auto guard = makePageGuard(room.context);
+    std::string old = admission::mintPass(test::kTestSecret, id, unixSeconds() + 150);
+    auto guard = makePageGuard(room.ctx());
     Admission a = guard->admit(test::get("/", {{"Cookie", "concert_admit=" + old}}), 1000);
     REQUIRE(a.kind == Admission::Kind::Proceed);
     auto pass =
-        common::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"), unixSeconds());
+        admission::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"), unixSeconds());
     REQUIRE(pass);
     CHECK(pass->id == id);
     CHECK(pass->expiry >= unixSeconds() + 599);
   }
   SUBCASE("forged pass: replaced by a new one") {
-    auto guard = makePageGuard(room.context);
+    auto guard = makePageGuard(room.ctx());
     Admission a = guard->admit(test::get("/", {{"Cookie", "concert_admit=forged"}}), 1000);
     auto pass =
-        common::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"), unixSeconds());
+        admission::verifyPass(test::kTestSecret, test::setCookieValue(a.response_headers, "concert_admit"), unixSeconds());
     REQUIRE(pass);
     CHECK(pass->id != id);
   }
@@ -83,10 +83,10 @@ TEST_CASE("page guard: pass refreshed only past half-life") {
 
 TEST_CASE("page guard: queued responses, JSON and HTML") {
   Room room(test::baseConfig(1));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
 
-  auto api = makePageGuard(room.context);
+  auto api = makePageGuard(room.ctx());
   Admission a = api->admit(test::get("/gated"), 1000);
   REQUIRE(a.kind == Admission::Kind::Respond);
   CHECK(api->outcome() == Outcome::Queued);
@@ -101,7 +101,7 @@ TEST_CASE("page guard: queued responses, JSON and HTML") {
   CHECK(test::setCookieValue(a.response.headers, "concert_admit").empty());
   api->release();
 
-  auto html = makePageGuard(room.context);
+  auto html = makePageGuard(room.ctx());
   Admission b = html->admit(test::get("/gated", browser()), 1000);
   REQUIRE(b.kind == Admission::Kind::Respond);
   CHECK(b.response.status == 200);
@@ -118,7 +118,7 @@ TEST_CASE("page guard: queued responses, JSON and HTML") {
   CHECK(room.segment->pageOccupancy() == 1);
 
   SUBCASE("a waiting ticket re-renders at the same place with both cookies") {
-    auto again = makePageGuard(room.context);
+    auto again = makePageGuard(room.ctx());
     Admission c = again->admit(test::get("/gated", withTicket(ticket)), 2000);
     REQUIRE(c.kind == Admission::Kind::Respond);
     CHECK(c.response.status == 429);
@@ -128,7 +128,7 @@ TEST_CASE("page guard: queued responses, JSON and HTML") {
   }
   SUBCASE("resume once ready: admitted on the same ticket") {
     holder->release();
-    auto again = makePageGuard(room.context);
+    auto again = makePageGuard(room.ctx());
     Admission c = again->admit(test::get("/gated", withTicket(ticket)), 2000);
     REQUIRE(c.kind == Admission::Kind::Proceed);
     CHECK(again->outcome() == Outcome::Admitted);
@@ -142,9 +142,9 @@ TEST_CASE("page guard: api-json off serves the HTML page to API clients") {
   config::Config c = test::baseConfig(1);
   c.api_json = false;
   Room room(std::move(c));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  auto api = makePageGuard(room.context);
+  auto api = makePageGuard(room.ctx());
   Admission a = api->admit(test::get("/x", {{"Accept", "application/json"}}), 1000);
   CHECK(a.response.status == 200);
   CHECK(test::headerValue(a.response.headers, "Content-Type") == "text/html; charset=utf-8");
@@ -170,14 +170,14 @@ TEST_CASE("page guard: breaker answers 503 JSON and HTML") {
   config::Config c = test::baseConfig(1);
   c.max_queue = 1;
   Room room(std::move(c));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  auto first = makePageGuard(room.context);
+  auto first = makePageGuard(room.ctx());
   Admission q = first->admit(test::get("/a"), 1000);
   CHECK(q.response.status == 429);
   std::string ticket = test::setCookieValue(q.response.headers, "room_ticket");
 
-  auto second = makePageGuard(room.context);
+  auto second = makePageGuard(room.ctx());
   Admission b = second->admit(test::get("/b"), 1000);
   REQUIRE(b.kind == Admission::Kind::Respond);
   CHECK(second->outcome() == Outcome::Rejected);
@@ -187,7 +187,7 @@ TEST_CASE("page guard: breaker answers 503 JSON and HTML") {
   CHECK(test::headerValue(b.response.headers, "Content-Type") == "application/json; charset=utf-8");
   CHECK(test::setCookies(b.response.headers).empty());
 
-  auto third = makePageGuard(room.context);
+  auto third = makePageGuard(room.ctx());
   Admission h = third->admit(test::get("/b", browser()), 1000);
   CHECK(h.response.status == 503);
   CHECK(test::headerValue(h.response.headers, "Content-Type") == "text/html; charset=utf-8");
@@ -195,7 +195,7 @@ TEST_CASE("page guard: breaker answers 503 JSON and HTML") {
   CHECK(h.response.body.find("waiting room is full") != std::string::npos);
 
   // A visitor holding a live ticket is never refused by the breaker.
-  auto back = makePageGuard(room.context);
+  auto back = makePageGuard(room.ctx());
   Admission r = back->admit(test::get("/a", withTicket(ticket)), 1500);
   CHECK(r.response.status == 429);
   CHECK(back->outcome() == Outcome::Queued);
@@ -204,18 +204,18 @@ TEST_CASE("page guard: breaker answers 503 JSON and HTML") {
 TEST_CASE("page guard: release returns the slot and finishes the ticket") {
   Room room(test::baseConfig(1));
   {
-    auto a = makePageGuard(room.context);
+    auto a = makePageGuard(room.ctx());
     REQUIRE(a->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
     a->release();
   }
   // Destroying an unreleased guard releases too.
   {
-    auto b = makePageGuard(room.context);
+    auto b = makePageGuard(room.ctx());
     REQUIRE(b->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
   }
   CHECK(room.segment->pageOccupancy() == 0);
   CHECK(room.segment->queueDepth() == 0);
-  auto c = makePageGuard(room.context);
+  auto c = makePageGuard(room.ctx());
   CHECK(c->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
   CHECK(room.segment->snapshot().queued_total == 0);
 }
@@ -225,11 +225,11 @@ TEST_CASE("page guard: a ready ticket waits for a slot held elsewhere") {
   // Another worker holds the only page slot without a ticket ahead of ours
   // (the shape of a cap shrink or an acquire race).
   REQUIRE(room.segment->tryAcquirePage(1));
-  auto guard = makePageGuard(room.context);
+  auto guard = makePageGuard(room.ctx());
   Admission a = guard->admit(test::get("/"), 1000);
   REQUIRE(a.kind == Admission::Kind::Wait);
   CHECK(a.deadline == 1000 + room.config->upstream_timeout);
-  CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 1);
+  CHECK(room.parked(shm::Resource::PageSlot) == 1);
 
   SUBCASE("admitted when the slot frees, woken through the eventfd") {
     CHECK(guard->admit(test::get("/"), 1100).kind == Admission::Kind::Wait);
@@ -240,7 +240,7 @@ TEST_CASE("page guard: a ready ticket waits for a slot held elsewhere") {
     Admission b = guard->admit(test::get("/"), 1200);
     REQUIRE(b.kind == Admission::Kind::Proceed);
     CHECK(guard->outcome() == Outcome::Admitted);
-    CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 0);
+    CHECK(room.parked(shm::Resource::PageSlot) == 0);
     guard->release();
     CHECK(room.segment->pageOccupancy() == 0);
   }
@@ -251,27 +251,27 @@ TEST_CASE("page guard: a ready ticket waits for a slot held elsewhere") {
     CHECK(guard->outcome() == Outcome::Rejected);
     guard->release();
     CHECK(room.segment->snapshot().timeouts_total == 1);
-    CHECK(ParkedRequests::count(room.context, shm::Resource::PageSlot) == 0);
+    CHECK(room.parked(shm::Resource::PageSlot) == 0);
     room.segment->releasePage(1);
-    auto next = makePageGuard(room.context);
+    auto next = makePageGuard(room.ctx());
     CHECK(next->admit(test::get("/"), 2000).kind == Admission::Kind::Proceed);
   }
   SUBCASE("client gone while waiting: counted as a timeout, ticket finished") {
     guard->release();
     CHECK(room.segment->snapshot().timeouts_total == 1);
     room.segment->releasePage(1);
-    auto next = makePageGuard(room.context);
+    auto next = makePageGuard(room.ctx());
     CHECK(next->admit(test::get("/"), 2000).kind == Admission::Kind::Proceed);
   }
 }
 
 TEST_CASE("page guard: FIFO across a full room") {
   Room room(test::baseConfig(1));
-  auto holder = makePageGuard(room.context);
+  auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
   std::vector<std::string> tickets;
   for (int i = 0; i < 5; ++i) {
-    auto g = makePageGuard(room.context);
+    auto g = makePageGuard(room.ctx());
     Admission a = g->admit(test::get("/"), 1000);
     REQUIRE(a.response.status == 429);
     tickets.push_back(test::setCookieValue(a.response.headers, "room_ticket"));
@@ -281,18 +281,18 @@ TEST_CASE("page guard: FIFO across a full room") {
   for (size_t i = 0; i < tickets.size(); ++i) {
     // Everyone behind the head of the line is still waiting...
     for (size_t j = i + 1; j < tickets.size(); ++j) {
-      auto g = makePageGuard(room.context);
+      auto g = makePageGuard(room.ctx());
       CHECK(g->admit(test::get("/", withTicket(tickets[j])), now).response.status == 429);
     }
     // ...and the head is admitted.
-    auto head = makePageGuard(room.context);
+    auto head = makePageGuard(room.ctx());
     REQUIRE(head->admit(test::get("/", withTicket(tickets[i])), now).kind == Admission::Kind::Proceed);
     head->release();
     now += 10;
   }
 }
 
-TEST_CASE("parked requests: the segment flag follows the first park and the last unpark") {
+TEST_CASE("slot waiters: the segment flag follows the first park and the last unpark") {
   Room room(test::baseConfig(1));
   // Raise and lower the flag, then prove it through wake(): only a flagged
   // slot's eventfd is written.
@@ -303,19 +303,19 @@ TEST_CASE("parked requests: the segment flag follows the first park and the last
     return read(room.segment->eventFd(0), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
   };
   CHECK_FALSE(woken());
-  ParkedRequests::park(room.context, shm::Resource::AssetSlot);
-  ParkedRequests::park(room.context, shm::Resource::AssetSlot);
-  CHECK(ParkedRequests::count(room.context, shm::Resource::AssetSlot) == 2);
+  room.self->waiters.park(shm::Resource::AssetSlot);
+  room.self->waiters.park(shm::Resource::AssetSlot);
+  CHECK(room.parked(shm::Resource::AssetSlot) == 2);
   CHECK(woken());
-  ParkedRequests::unpark(room.context, shm::Resource::AssetSlot);
+  room.self->waiters.unpark(shm::Resource::AssetSlot);
   CHECK(woken());
-  ParkedRequests::unpark(room.context, shm::Resource::AssetSlot);
+  room.self->waiters.unpark(shm::Resource::AssetSlot);
   CHECK_FALSE(woken());
-  ParkedRequests::unpark(room.context, shm::Resource::AssetSlot);  // extra unpark is harmless
-  CHECK(ParkedRequests::count(room.context, shm::Resource::AssetSlot) == 0);
+  room.self->waiters.unpark(shm::Resource::AssetSlot);  // extra unpark is harmless
+  CHECK(room.parked(shm::Resource::AssetSlot) == 0);
   // Another slot's parking is its own.
-  WorkerContext other = room.other(1);
-  ParkedRequests::park(other, shm::Resource::AssetSlot);
+  auto other = room.other(1);
+  other->waiters.park(shm::Resource::AssetSlot);
   CHECK_FALSE(woken());
-  ParkedRequests::unpark(other, shm::Resource::AssetSlot);
+  other->waiters.unpark(shm::Resource::AssetSlot);
 }

@@ -11,10 +11,10 @@
 
 #include "common/log.h"
 #include "fixture.h"
-#include "worker/room.h"
+#include "admission/answers.h"
 
 using namespace concert;
-using namespace concert::worker;
+using namespace concert::admission;
 using namespace concert::http;
 using concert::test::Room;
 
@@ -54,30 +54,30 @@ TEST_CASE("saturation log: one line per second while the room flaps, ending on t
   Room room(test::baseConfig(2));
   LogFile log;
   const Millis t0 = monotonicMs() + 100'000'000;  // far from any edge other tests logged
-  SaturationLog::edge(*room.segment, "upstream saturated", t0);
+  room.self->saturation.edge(*room.segment, "upstream saturated", t0);
   CHECK(log.count("upstream saturated: 0/2 slots, 0 queued (0 live)") == 1);
   // A thousand edges within the same second: nothing more is written.
   for (int i = 0; i < 1000; ++i)
-    SaturationLog::edge(*room.segment, i % 2 == 0 ? "draining" : "upstream saturated", t0 + 1 + i % 900);
+    room.self->saturation.edge(*room.segment, i % 2 == 0 ? "draining" : "upstream saturated", t0 + 1 + i % 900);
   CHECK(log.count("upstream saturated:") == 1);
   CHECK(log.count("draining:") == 0);
   // The last edge was back to "saturated", what the log already says: the
   // tick has nothing to add.
-  SaturationLog::flush(*room.segment, t0 + 1000);
+  room.self->saturation.flush(*room.segment, t0 + 1000);
   CHECK(log.count("draining:") == 0);
   CHECK(log.count("upstream saturated:") == 1);
 
   // The room drains and stays so: the tick writes it once the second is up.
-  SaturationLog::edge(*room.segment, "draining", t0 + 1500);  // a new second: logged at once
+  room.self->saturation.edge(*room.segment, "draining", t0 + 1500);  // a new second: logged at once
   CHECK(log.count("draining: 0/2 slots") == 1);
-  SaturationLog::edge(*room.segment, "upstream saturated", t0 + 1600);
-  SaturationLog::edge(*room.segment, "draining", t0 + 1700);
-  SaturationLog::edge(*room.segment, "upstream saturated", t0 + 1800);
-  SaturationLog::flush(*room.segment, t0 + 2000);  // too soon after the last line
+  room.self->saturation.edge(*room.segment, "upstream saturated", t0 + 1600);
+  room.self->saturation.edge(*room.segment, "draining", t0 + 1700);
+  room.self->saturation.edge(*room.segment, "upstream saturated", t0 + 1800);
+  room.self->saturation.flush(*room.segment, t0 + 2000);  // too soon after the last line
   CHECK(log.count("upstream saturated:") == 1);
-  SaturationLog::flush(*room.segment, t0 + 2500);
+  room.self->saturation.flush(*room.segment, t0 + 2500);
   CHECK(log.count("upstream saturated:") == 2);
-  SaturationLog::flush(*room.segment, t0 + 5000);  // nothing pending: no line
+  room.self->saturation.flush(*room.segment, t0 + 5000);  // nothing pending: no line
   CHECK(log.count("upstream saturated:") == 2);
   CHECK(log.count("draining:") == 1);
 }

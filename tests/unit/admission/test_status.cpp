@@ -5,16 +5,16 @@
 #include "fixture.h"
 
 using namespace concert;
-using namespace concert::worker;
+using namespace concert::admission;
 using namespace concert::http;
 using concert::test::Room;
 
 namespace {
 
 std::string queueOne(Room& room, std::unique_ptr<RequestGuard>& holder) {
-  holder = makePageGuard(room.context);
+  holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
-  auto g = makePageGuard(room.context);
+  auto g = makePageGuard(room.ctx());
   Admission a = g->admit(test::get("/"), 1000);
   REQUIRE(a.response.status == 429);
   return test::setCookieValue(a.response.headers, "room_ticket");
@@ -30,17 +30,17 @@ TEST_CASE("status: OPTIONS, no cookie, malformed, unknown") {
   Room room(test::baseConfig(1));
   Request options = test::get("/queue/status");
   options.method = "OPTIONS";
-  CHECK(handleQueueStatus(room.context, options, 1000).status == 204);
+  CHECK(handleQueueStatus(room.ctx(), options, 1000).status == 204);
 
-  LocalResponse none = handleQueueStatus(room.context, test::get("/queue/status"), 1000);
+  LocalResponse none = handleQueueStatus(room.ctx(), test::get("/queue/status"), 1000);
   CHECK(none.status == 200);
   CHECK(none.body == "{\"ready\":false,\"cookies_required\":true}");
   CHECK(test::headerValue(none.headers, "Content-Type") == "application/json; charset=utf-8");
   CHECK(test::headerValue(none.headers, "Cache-Control") == "no-store");
 
-  CHECK(handleQueueStatus(room.context, statusRequest("nothex"), 1000).body == "{\"ready\":true}");
-  CHECK(handleQueueStatus(room.context, statusRequest(std::string(32, '0')), 1000).body == "{\"ready\":true}");
-  CHECK(handleQueueStatus(room.context, statusRequest("00000000000000050000000000000007"), 1000).body ==
+  CHECK(handleQueueStatus(room.ctx(), statusRequest("nothex"), 1000).body == "{\"ready\":true}");
+  CHECK(handleQueueStatus(room.ctx(), statusRequest(std::string(32, '0')), 1000).body == "{\"ready\":true}");
+  CHECK(handleQueueStatus(room.ctx(), statusRequest("00000000000000050000000000000007"), 1000).body ==
         "{\"ready\":true}");
 }
 
@@ -49,19 +49,19 @@ TEST_CASE("status: waiting, rate limited, ready") {
   std::unique_ptr<RequestGuard> holder;
   std::string ticket = queueOne(room, holder);
 
-  LocalResponse w = handleQueueStatus(room.context, statusRequest(ticket), 5000);
+  LocalResponse w = handleQueueStatus(room.ctx(), statusRequest(ticket), 5000);
   CHECK(w.status == 200);
   CHECK(w.body == "{\"ready\":false,\"position\":1,\"utilization\":0.1}");
   CHECK(test::setCookies(w.headers).empty());
 
-  LocalResponse limited = handleQueueStatus(room.context, statusRequest(ticket), 5500);
+  LocalResponse limited = handleQueueStatus(room.ctx(), statusRequest(ticket), 5500);
   CHECK(limited.status == 429);
   CHECK(test::headerValue(limited.headers, "Retry-After") == "1");
   CHECK(limited.body == "{\"ready\":false,\"position\":1}");
   CHECK(test::setCookies(limited.headers).empty());
 
   holder->release();
-  LocalResponse ready = handleQueueStatus(room.context, statusRequest(ticket), 7000);
+  LocalResponse ready = handleQueueStatus(room.ctx(), statusRequest(ticket), 7000);
   CHECK(ready.status == 200);
   CHECK(ready.body == "{\"ready\":true}");
 }
@@ -71,7 +71,7 @@ TEST_CASE("status: expired ticket is ready and evicted") {
   std::unique_ptr<RequestGuard> holder;
   std::string ticket = queueOne(room, holder);
   Millis later = 1000 + room.config->token_ttl + 1000;
-  CHECK(handleQueueStatus(room.context, statusRequest(ticket), later).body == "{\"ready\":true}");
+  CHECK(handleQueueStatus(room.ctx(), statusRequest(ticket), later).body == "{\"ready\":true}");
   CHECK(room.segment->snapshot().evicted_total == 1);
   CHECK(room.segment->liveQueueDepth() == 0);
 }
@@ -83,18 +83,18 @@ TEST_CASE("status: pricing and cookie refresh") {
   Room room(std::move(c));
   std::unique_ptr<RequestGuard> holder;
   queueOne(room, holder);
-  auto g = makePageGuard(room.context);
+  auto g = makePageGuard(room.ctx());
   Admission second = g->admit(test::get("/"), 1000);
   std::string ticket = test::setCookieValue(second.response.headers, "room_ticket");
   REQUIRE(room.segment->queueDepth() == 2);
 
   // position 2, rate_per_pos = 2 + 2 * 0.5 = 3, skip_cost = (2 - 1) * 3
-  LocalResponse w = handleQueueStatus(room.context, statusRequest(ticket), 5000);
+  LocalResponse w = handleQueueStatus(room.ctx(), statusRequest(ticket), 5000);
   CHECK(w.body == "{\"ready\":false,\"position\":2,\"utilization\":0.1,\"skip_cost\":3,\"rate_per_pos\":3}");
 
   // cookies re-sent once ttl/3 has passed since they were last sent
   Millis later = 1000 + room.config->token_ttl / 3 + 1000;
-  LocalResponse r = handleQueueStatus(room.context, statusRequest(ticket), later);
+  LocalResponse r = handleQueueStatus(room.ctx(), statusRequest(ticket), later);
   CHECK(r.status == 200);
   CHECK(test::setCookieValue(r.headers, "room_ticket") == ticket);
   CHECK(test::setCookieValue(r.headers, "room_probe") == "1");
@@ -108,12 +108,12 @@ TEST_CASE("status: rate limit on a ready ticket omits the position; pricing at t
   std::string ticket = queueOne(room, holder);
 
   // Head of the line: nothing to skip, so only the rate is shown.
-  LocalResponse head = handleQueueStatus(room.context, statusRequest(ticket), 5000);
+  LocalResponse head = handleQueueStatus(room.ctx(), statusRequest(ticket), 5000);
   CHECK(head.body == "{\"ready\":false,\"position\":1,\"utilization\":0.1,\"rate_per_pos\":2}");
 
   holder->release();
-  CHECK(handleQueueStatus(room.context, statusRequest(ticket), 7000).body == "{\"ready\":true}");
-  LocalResponse limited = handleQueueStatus(room.context, statusRequest(ticket), 7100);
+  CHECK(handleQueueStatus(room.ctx(), statusRequest(ticket), 7000).body == "{\"ready\":true}");
+  LocalResponse limited = handleQueueStatus(room.ctx(), statusRequest(ticket), 7100);
   CHECK(limited.status == 429);
   CHECK(limited.body == "{\"ready\":false}");
 }

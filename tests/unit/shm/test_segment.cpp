@@ -53,24 +53,6 @@ TEST_CASE("create rejects a bad geometry") {
   CHECK(s->geometry().ring_size == 1024);
 }
 
-TEST_CASE("TicketCookie hex round trip and strict parsing") {
-  const TicketCookie c{0x0123456789abcdefull, 0xfedcba9876543210ull};
-  const std::string hex = c.toHex();
-  CHECK(hex == "0123456789abcdeffedcba9876543210");
-  const auto back = TicketCookie::fromHex(hex);
-  REQUIRE(back);
-  CHECK(back->ticket == c.ticket);
-  CHECK(back->nonce == c.nonce);
-  CHECK(TicketCookie{1, 2}.toHex() == "00000000000000010000000000000002");
-  CHECK_FALSE(TicketCookie::fromHex(""));
-  CHECK_FALSE(TicketCookie::fromHex(hex.substr(1)));
-  CHECK_FALSE(TicketCookie::fromHex(hex + "0"));
-  CHECK_FALSE(TicketCookie::fromHex("0123456789ABCDEFfedcba9876543210"));
-  CHECK_FALSE(TicketCookie::fromHex("0123456789abcdefgedcba9876543210"));
-  CHECK_FALSE(TicketCookie::fromHex(" 123456789abcdeffedcba9876543210"));
-  CHECK_FALSE(TicketCookie::fromHex("+123456789abcdeffedcba9876543210"));
-}
-
 TEST_CASE("worker slots: start, heartbeat, generation") {
   auto s = makeSegment();
   CHECK(s->slotPid(1) == 0);

@@ -290,7 +290,7 @@ TEST_CASE("access log line: combined format, time, outcome, escaping") {
   r.peer_ip = "127.0.0.1";
   r.headers = {{"Referer", "http://r/"}, {"User-Agent", "curl \"8\""}};
   std::string out;
-  formatAccessLine(out, r, 200, 1234, 0.0012, Outcome::Admitted, 0);
+  formatAccessLine(out, r, 200, 1234, 0.0012, admission::Outcome::Admitted, 0);
   CHECK(out.find("127.0.0.1 - - [") == 0);
   CHECK(out.find("] \"GET /p?q=1 HTTP/1.1\" 200 1234 \"http://r/\" \"curl \\x228\\x22\" 0.001 admitted\n") !=
         std::string::npos);
@@ -300,11 +300,11 @@ TEST_CASE("access log line: combined format, time, outcome, escaping") {
   bare.target = "/x";
   bare.http_minor = 0;
   bare.peer_ip = "::1";
-  formatAccessLine(out, bare, 429, 0, 1.5, Outcome::Queued, 0);
+  formatAccessLine(out, bare, 429, 0, 1.5, admission::Outcome::Queued, 0);
   CHECK(out.find("\"POST /x HTTP/1.0\" 429 0 \"-\" \"-\" 1.500 queued\n") != std::string::npos);
-  CHECK(std::string(outcomeName(Outcome::Bypass)) == "bypass");
-  CHECK(std::string(outcomeName(Outcome::Local)) == "local");
-  CHECK(std::string(outcomeName(Outcome::Rejected)) == "rejected");
+  CHECK(std::string(admission::outcomeName(admission::Outcome::Bypass)) == "bypass");
+  CHECK(std::string(admission::outcomeName(admission::Outcome::Local)) == "local");
+  CHECK(std::string(admission::outcomeName(admission::Outcome::Rejected)) == "rejected");
 }
 
 TEST_CASE("request head: Concert's cookies are stripped, the rest kept in order") {

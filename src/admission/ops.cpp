@@ -9,20 +9,11 @@
 
 #include "common/json.h"
 #include "common/log.h"
-#include "worker/admission.h"
-#include "worker/room.h"
+#include "admission/admission.h"
+#include "admission/answers.h"
 
-namespace concert::worker {
+namespace concert::admission {
 namespace {
-
-http::LocalResponse jsonResponse(int status, std::string body) {
-  http::LocalResponse r;
-  r.status = status;
-  r.headers.push_back(http::Header{"Content-Type", std::string(kJsonType)});
-  r.headers.push_back(http::Header{"Cache-Control", "no-store"});
-  r.body = std::move(body);
-  return r;
-}
 
 // Constant-time equality that does not leak where the strings first differ;
 // the length of the configured token is not secret enough to hide.
@@ -33,14 +24,14 @@ bool tokenMatches(std::string_view presented, std::string_view expected) {
 
 }  // namespace
 
-http::LocalResponse handleHealthz(const WorkerContext&, const http::Request&) {
+http::LocalResponse handleHealthz(const AdmissionContext&, const http::Request&) {
   http::LocalResponse r;
   r.headers.push_back(http::Header{"Content-Type", std::string(kTextType)});
   r.body = "ok";
   return r;
 }
 
-http::LocalResponse handleStats(const WorkerContext& context, const http::Request&) {
+http::LocalResponse handleStats(const AdmissionContext& context, const http::Request&) {
   const config::Config& config = *context.config;
   shm::StatsSnapshot s = context.segment->snapshot();
   // Keys in sorted order, as Go's encoding/json writes a map.
@@ -76,7 +67,7 @@ http::LocalResponse handleStats(const WorkerContext& context, const http::Reques
   return jsonResponse(200, body.str());
 }
 
-http::LocalResponse handleCap(const WorkerContext& context, const http::Request& request, const std::string& body) {
+http::LocalResponse handleCap(const AdmissionContext& context, const http::Request& request, const std::string& body) {
   const config::Config& config = *context.config;
   if (config.admin_token.empty()) return emptyResponse(404);
 
@@ -99,4 +90,4 @@ http::LocalResponse handleCap(const WorkerContext& context, const http::Request&
                                .str());
 }
 
-}  // namespace concert::worker
+}  // namespace concert::admission

@@ -21,12 +21,12 @@
 //
 // A valid pass past half its lifetime is re-minted (same id) and sent on the
 // response, whatever the outcome; no room cookie is ever set here.
-#include "common/admit_pass.h"
-#include "worker/admission.h"
-#include "worker/cookies.h"
-#include "worker/room.h"
+#include "admission/admission.h"
+#include "admission/answers.h"
+#include "admission/cookies.h"
+#include "admission/pass.h"
 
-namespace concert::worker {
+namespace concert::admission {
 namespace {
 
 // §2.10 protocol detection: the configured header wins when it names a
@@ -42,8 +42,8 @@ shm::PassProto passProtocol(const config::Config& config, const http::Request& r
 
 class AssetGuard final : public RequestGuard {
  public:
-  AssetGuard(const WorkerContext& context, bool private_asset)
-      : context_(context), config_(*context.config), private_(private_asset) {}
+  AssetGuard(const AdmissionContext& context, bool private_asset)
+      : context_(context), config_(*context.config), waiters_(*context.waiters), private_(private_asset) {}
   ~AssetGuard() override { release(); }
 
   Admission admit(const http::Request& request, Millis now) override {
@@ -60,13 +60,13 @@ class AssetGuard final : public RequestGuard {
   http::LocalResponse timedOut(const http::Request&, Millis) override {
     http::LocalResponse r;
     if (state_ == State::WaitingPass) {
-      ParkedRequests::unpark(context_, shm::Resource::PassSlot);
+      waiters_.unpark(shm::Resource::PassSlot);
       segment().count(shm::Counter::AssetUserThrottledTotal);
       r = emptyResponse(429, 1);
     } else {
       // Only a parked request has a deadline; WaitingGlobal is the other case.
       if (state_ == State::WaitingGlobal) {
-        ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+        waiters_.unpark(shm::Resource::AssetSlot);
         segment().count(shm::Counter::AssetGlobalThrottledTotal);
       }
       r = emptyResponse(503, 1);
@@ -80,8 +80,8 @@ class AssetGuard final : public RequestGuard {
   }
 
   void release() override {
-    if (state_ == State::WaitingPass) ParkedRequests::unpark(context_, shm::Resource::PassSlot);
-    if (state_ == State::WaitingGlobal) ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+    if (state_ == State::WaitingPass) waiters_.unpark(shm::Resource::PassSlot);
+    if (state_ == State::WaitingGlobal) waiters_.unpark(shm::Resource::AssetSlot);
     releaseHolds();
     state_ = State::Done;
   }
@@ -97,14 +97,14 @@ class AssetGuard final : public RequestGuard {
     if (!private_) return tryGlobal(now);
     int64_t unix_now = unixSeconds();
     std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);
-    std::optional<common::AdmitPass> pass =
-        presented ? common::verifyPass(config_.admit_secret, *presented, unix_now) : std::nullopt;
+    std::optional<AdmitPass> pass =
+        presented ? verifyPass(config_.admit_secret, *presented, unix_now) : std::nullopt;
     if (!pass) {
       segment().count(shm::Counter::AssetDeniedTotal);
       return respond(emptyResponse(403));
     }
     pass_id_ = pass->id;
-    pass_cookie_ = common::slidePass(config_.admit_secret, pass, unix_now, config_.admit_ttl / 1000, false);
+    pass_cookie_ = slidePass(config_.admit_secret, pass, unix_now, config_.admit_ttl / 1000, false);
     proto_ = passProtocol(config_, request);
     return tryPass(now);
   }
@@ -120,14 +120,14 @@ class AssetGuard final : public RequestGuard {
   Admission tryPass(Millis now) {
     shm::PassAcquire result = acquirePass(now);
     if (result == shm::PassAcquire::AtCap) {
-      ParkedRequests::park(context_, shm::Resource::PassSlot);
+      waiters_.park(shm::Resource::PassSlot);
       result = acquirePass(now);
       if (result == shm::PassAcquire::AtCap && config_.asset_user_wait > 0) {
         state_ = State::WaitingPass;
         deadline_ = now + config_.asset_user_wait;
         return wait();
       }
-      ParkedRequests::unpark(context_, shm::Resource::PassSlot);
+      waiters_.unpark(shm::Resource::PassSlot);
     }
     return afterPass(result, now);
   }
@@ -135,7 +135,7 @@ class AssetGuard final : public RequestGuard {
   Admission retryPass(Millis now) {
     shm::PassAcquire result = acquirePass(now);
     if (result == shm::PassAcquire::AtCap) return wait();
-    ParkedRequests::unpark(context_, shm::Resource::PassSlot);
+    waiters_.unpark(shm::Resource::PassSlot);
     return afterPass(result, now);
   }
 
@@ -152,9 +152,9 @@ class AssetGuard final : public RequestGuard {
 
   Admission tryGlobal(Millis now) {
     if (segment().tryAcquireAsset(context_.slot)) return served();
-    ParkedRequests::park(context_, shm::Resource::AssetSlot);
+    waiters_.park(shm::Resource::AssetSlot);
     if (segment().tryAcquireAsset(context_.slot)) {
-      ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+      waiters_.unpark(shm::Resource::AssetSlot);
       return served();
     }
     if (config_.asset_wait > 0) {
@@ -162,7 +162,7 @@ class AssetGuard final : public RequestGuard {
       deadline_ = now + config_.asset_wait;
       return wait();
     }
-    ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+    waiters_.unpark(shm::Resource::AssetSlot);
     segment().count(shm::Counter::AssetGlobalThrottledTotal);
     releaseHolds();
     return respond(emptyResponse(503, 1));
@@ -170,7 +170,7 @@ class AssetGuard final : public RequestGuard {
 
   Admission retryGlobal(Millis) {
     if (!segment().tryAcquireAsset(context_.slot)) return wait();
-    ParkedRequests::unpark(context_, shm::Resource::AssetSlot);
+    waiters_.unpark(shm::Resource::AssetSlot);
     return served();
   }
 
@@ -193,6 +193,7 @@ class AssetGuard final : public RequestGuard {
     Admission a;
     a.kind = Admission::Kind::Wait;
     a.deadline = deadline_;
+    a.resource = state_ == State::WaitingPass ? shm::Resource::PassSlot : shm::Resource::AssetSlot;
     return a;
   }
 
@@ -221,12 +222,13 @@ class AssetGuard final : public RequestGuard {
     }
   }
 
-  const WorkerContext& context_;
+  const AdmissionContext& context_;
   const config::Config& config_;
+  Waiters& waiters_;
   const bool private_;
   State state_ = State::Start;
   Outcome outcome_ = Outcome::Rejected;
-  common::PassId pass_id_{};
+  PassId pass_id_{};
   shm::PassProto proto_ = shm::PassProto::H1;
   shm::PassHold hold_;
   bool holding_asset_ = false;
@@ -236,8 +238,8 @@ class AssetGuard final : public RequestGuard {
 
 }  // namespace
 
-std::unique_ptr<RequestGuard> makeAssetGuard(const WorkerContext& context, bool private_asset) {
+std::unique_ptr<RequestGuard> makeAssetGuard(const AdmissionContext& context, bool private_asset) {
   return std::make_unique<AssetGuard>(context, private_asset);
 }
 
-}  // namespace concert::worker
+}  // namespace concert::admission

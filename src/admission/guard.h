@@ -18,26 +18,44 @@
 // hold). Worker death is covered by the master's ledger reconciliation.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
 #include "http/request.h"
 #include "http/response.h"
+#include "shm/segment.h"
 
-namespace concert::worker {
+namespace concert::admission {
 
 enum class Outcome { Admitted, Queued, Rejected, Bypass, Local };
 
 // Access-log word for an outcome: admitted, queued, rejected, bypass, local.
-const char* outcomeName(Outcome outcome);
+constexpr const char* outcomeName(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::Admitted: return "admitted";
+    case Outcome::Queued: return "queued";
+    case Outcome::Rejected: return "rejected";
+    case Outcome::Bypass: return "bypass";
+    case Outcome::Local: break;
+  }
+  return "local";
+}
 
 struct Admission {
   enum class Kind { Proceed, Respond, Wait };
   Kind kind = Kind::Proceed;
   http::LocalResponse response;    // Respond
   http::Headers response_headers;  // Proceed: added to the proxied response
-  Millis deadline = 0;       // Wait
+  Millis deadline = 0;             // Wait: when timedOut() is due
+  shm::Resource resource = shm::Resource::PageSlot;  // Wait: what it waits for
+  // Wait: a page request held in line (-queue-hold) waits for this ticket to
+  // turn ready; the worker rechecks its held requests in ticket order.
+  // Empty for every other wait (a claimed ticket waiting for a page slot,
+  // the asset tier).
+  std::optional<uint64_t> held_ticket;
 };
 
 class RequestGuard {
@@ -49,4 +67,4 @@ class RequestGuard {
   virtual Outcome outcome() const = 0;
 };
 
-}  // namespace concert::worker
+}  // namespace concert::admission

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-namespace concert::common {
+namespace concert::admission {
 
 constexpr size_t kPassIdBytes = 16;
 constexpr size_t kPassRawBytes = 40;
@@ -54,4 +54,4 @@ std::optional<std::string> slidePass(std::string_view secret, const std::optiona
 std::string base64UrlEncode(const uint8_t* data, size_t size);
 std::optional<std::string> base64UrlDecode(std::string_view text);
 
-}  // namespace concert::common
+}  // namespace concert::admission

@@ -6,11 +6,11 @@
 // precedes the first '='. Stripping keeps every other piece byte for byte and
 // in order, so the origin sees its own cookies exactly as the client sent
 // them (Go re-serialised them, which could alter unusual values: §7.23).
-#include "worker/cookies.h"
+#include "admission/cookies.h"
 
-#include "worker/admission.h"
+#include <charconv>
 
-namespace concert::worker {
+namespace concert::admission {
 namespace {
 
 std::string_view trimSpace(std::string_view s) {
@@ -120,4 +120,25 @@ std::string admitSetCookie(const config::Config& config, std::string_view value)
   return formatSetCookie(kAdmitCookie, value, a);
 }
 
-}  // namespace concert::worker
+// The ticket number and the nonce, each as 16 lower-case hex digits.
+std::string encodeTicketCookie(const shm::TicketCookie& cookie) {
+  std::string out(32, '0');
+  for (auto [word, end] : {std::pair{cookie.ticket, 16}, std::pair{cookie.nonce, 32}}) {
+    char digits[16];
+    auto [ptr, ec] = std::to_chars(digits, digits + sizeof digits, word, 16);
+    const size_t n = static_cast<size_t>(ptr - digits);
+    out.replace(static_cast<size_t>(end) - n, n, digits, n);
+  }
+  return out;
+}
+
+std::optional<shm::TicketCookie> decodeTicketCookie(std::string_view value) {
+  if (value.size() != 32) return std::nullopt;
+  for (char c : value)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+  uint64_t words[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) std::from_chars(value.data() + 16 * i, value.data() + 16 * (i + 1), words[i], 16);
+  return shm::TicketCookie{words[0], words[1]};
+}
+
+}  // namespace concert::admission

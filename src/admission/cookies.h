@@ -7,9 +7,10 @@
 #include <string_view>
 
 #include "config/config.h"
+#include "shm/segment.h"
 #include "http/request.h"
 
-namespace concert::worker {
+namespace concert::admission {
 
 inline constexpr std::string_view kTicketCookie = "room_ticket";
 inline constexpr std::string_view kProbeCookie = "room_probe";
@@ -20,6 +21,11 @@ inline constexpr std::string_view kAdmitCookie = "concert_admit";
 // (pieces separated by ';', surrounding spaces ignored, one pair of double
 // quotes around the value removed); nullopt when absent.
 std::optional<std::string> cookieValue(const http::Headers& headers, std::string_view name);
+
+// The Cookie header value with room_ticket, room_pass, room_probe and
+// concert_admit removed and the rest kept in order ("a=1; b=2"); nullopt when
+// nothing is left (the header is then dropped, never invented).
+std::optional<std::string> stripConcertCookies(std::string_view cookie_header);
 
 struct CookieAttributes {
   std::string path;     // omitted when empty
@@ -39,4 +45,9 @@ std::string probeSetCookie(const config::Config& config, bool tls);
 // The admission pass: Secure only when -secure-cookie.
 std::string admitSetCookie(const config::Config& config, std::string_view value);
 
-}  // namespace concert::worker
+// The room_ticket cookie's value: 32 lower-case hex characters, the ticket
+// number (16) then its nonce (16). Decoding is strict: exactly 32 [0-9a-f].
+std::string encodeTicketCookie(const shm::TicketCookie& cookie);
+std::optional<shm::TicketCookie> decodeTicketCookie(std::string_view value);
+
+}  // namespace concert::admission

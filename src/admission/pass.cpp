@@ -1,6 +1,6 @@
 // Minting and verifying the concert_admit pass; see admit_pass.h for the
 // format. OpenSSL provides the HMAC, the RNG and the constant-time compare.
-#include "common/admit_pass.h"
+#include "admission/pass.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-namespace concert::common {
+namespace concert::admission {
 namespace {
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -209,4 +209,4 @@ std::optional<std::string> slidePass(std::string_view secret, const std::optiona
   return mintNewPass(secret, now, ttl_seconds);
 }
 
-}  // namespace concert::common
+}  // namespace concert::admission

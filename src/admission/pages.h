@@ -3,11 +3,11 @@
 
 #include <string_view>
 
-namespace concert::worker {
+namespace concert::admission {
 
 // The default waiting page, with {{.Position}} and {{.SkipURL}} placeholders.
 extern const std::string_view kWaitingRoomHtml;
 // The breaker's 503 page for browsers (contract §4.4).
 extern const std::string_view kQueueFullHtml;
 
-}  // namespace concert::worker
+}  // namespace concert::admission

@@ -2,9 +2,9 @@
 // hmac and base64 modules), every rejection case, and the sliding rule.
 #include <doctest/doctest.h>
 
-#include "common/admit_pass.h"
+#include "admission/pass.h"
 
-using namespace concert::common;
+using namespace concert::admission;
 
 namespace {
 

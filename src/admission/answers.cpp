@@ -1,0 +1,94 @@
+// The room's own answers; see answers.h.
+#include "admission/answers.h"
+
+#include "admission/cookies.h"
+#include "admission/pages.h"
+#include "common/json.h"
+
+namespace concert::admission {
+namespace {
+
+void replaceAll(std::string& text, std::string_view from, std::string_view to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
+http::Header header(std::string_view name, std::string value) {
+  return http::Header{std::string(name), std::move(value)};
+}
+
+}  // namespace
+
+bool wantsHtml(const http::Request& request) {
+  return http::joinHeader(request.headers, "Accept").find("text/html") != std::string::npos;
+}
+
+std::string renderWaitingPage(const config::Config& config, int64_t position) {
+  std::string page = config.html_template.empty() ? std::string(kWaitingRoomHtml) : config.html_template;
+  replaceAll(page, "{{.Position}}", std::to_string(position < 1 ? 1 : position));
+  replaceAll(page, "{{.SkipURL}}", config.rate > 0 ? config.skip_url : std::string());
+  return page;
+}
+
+http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
+                                    const shm::TicketCookie& cookie, int64_t position) {
+  http::LocalResponse r;
+  if (config.api_json && !wantsHtml(request)) {
+    // §2.5, byte-exact: Go marshals this map with its keys sorted.
+    r.status = 429;
+    r.headers.push_back(header("Content-Type", std::string(kJsonType)));
+    r.headers.push_back(header("Cache-Control", "no-store"));
+    r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
+    r.body = common::JsonObject()
+                 .add("hint", "keep the room_ticket cookie and retry to hold your position")
+                 .add("queued", true)
+                 .add("retry_after_seconds", config.retry_after)
+                 .add("status_url", "/queue/status")
+                 .str();
+  } else {
+    r.status = 200;
+    r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
+    r.headers.push_back(header("Cache-Control", "no-store"));
+    r.body = renderWaitingPage(config, position);
+  }
+  r.headers.push_back(header("Set-Cookie", ticketSetCookie(config, encodeTicketCookie(cookie), request.tls)));
+  r.headers.push_back(header("Set-Cookie", probeSetCookie(config, request.tls)));
+  return r;
+}
+
+http::LocalResponse roomFullResponse(const config::Config& config, const http::Request& request) {
+  http::LocalResponse r;
+  r.status = 503;
+  if (config.api_json && !wantsHtml(request)) {
+    r.headers.push_back(header("Content-Type", std::string(kJsonType)));
+    r.body = common::JsonObject()
+                 .add("error", "waiting room is full")
+                 .add("queued", false)
+                 .add("retry_after_seconds", config.retry_after)
+                 .str();
+  } else {
+    r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
+    r.body = std::string(kQueueFullHtml);
+  }
+  r.headers.push_back(header("Cache-Control", "no-store"));
+  r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
+  return r;
+}
+
+http::LocalResponse emptyResponse(int status, int retry_after) {
+  http::LocalResponse r;
+  r.status = status;
+  if (retry_after > 0) r.headers.push_back(header("Retry-After", std::to_string(retry_after)));
+  return r;
+}
+
+http::LocalResponse jsonResponse(int status, std::string body) {
+  http::LocalResponse r;
+  r.status = status;
+  r.headers.push_back(header("Content-Type", std::string(kJsonType)));
+  r.headers.push_back(header("Cache-Control", "no-store"));
+  r.body = std::move(body);
+  return r;
+}
+
+}  // namespace concert::admission
