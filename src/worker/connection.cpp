@@ -1,7 +1,7 @@
 // Client side of a connection: reading and validating request heads, routing,
 // admission through the guard (including parking), local responses, request
 // bodies, keep-alive, pipelining and closing. See connection.h for the state
-// machine; the origin side is in proxy.cpp.
+// machine; the origin side is an OriginExchange (origin_exchange.cpp).
 #include "worker/connection.h"
 
 #include <sys/socket.h>
@@ -11,8 +11,9 @@
 
 #include "common/log.h"
 #include "admission/admission.h"
+#include "worker/access_log.h"
+#include "worker/callbacks.h"
 #include "worker/upstream_pool.h"
-#include "worker/worker.h"
 
 namespace concert::worker {
 
@@ -20,47 +21,29 @@ namespace {
 
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-timeval toTimeval(Millis ms) {
-  timeval tv;
-  tv.tv_sec = static_cast<time_t>(ms / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
-  return tv;
-}
-
 }  // namespace
 
-// No exception may leave a libevent callback: anything thrown while handling
-// one connection closes that connection (releasing what it held) and nothing else.
-#define CONCERT_CALLBACK_GUARD(conn, body)                                                \
-  try {                                                                                   \
-    body;                                                                                 \
-  } catch (const std::exception& e) {                                                     \
-    LOG_ERROR("connection from %s: %s", (conn)->request_.peer_ip.c_str(), e.what());      \
-    (conn)->close();                                                                      \
-  } catch (...) {                                                                         \
-    LOG_ERROR("connection from %s: unknown exception", (conn)->request_.peer_ip.c_str()); \
-    (conn)->close();                                                                      \
-  }
+// Anything thrown while handling one connection closes that connection.
+#define CONCERT_CALLBACK_GUARD(conn, body) guarded([&] { body; }, [conn](const char* what) { (conn)->fail(what); });
 
-ClientConnection::ClientConnection(Worker& worker, evutil_socket_t fd, std::string peer_ip)
-    : worker_(worker),
+ClientConnection::ClientConnection(ConnectionHost& host, evutil_socket_t fd, std::string peer_ip)
+    : host_(host),
       fd_(fd),
-      client_(worker.base()),
+      client_(host.base()),
       parser_(http::MessageParser::Kind::Request),
-      request_(parser_.request()) {
+      request_(parser_.request()),
+      exchange_(host.base(), host.upstreams(), host.config(), *this) {
   request_.peer_ip = std::move(peer_ip);
 }
 
 ClientConnection::~ClientConnection() {
   if (head_timer_) event_free(head_timer_);
-  if (response_timer_) event_free(response_timer_);
 }
 
 bool ClientConnection::start() {
   if (!client_.attach(fd_)) return false;
-  head_timer_ = evtimer_new(worker_.base(), &ClientConnection::onHeadTimer, this);
-  response_timer_ = evtimer_new(worker_.base(), &ClientConnection::onResponseTimer, this);
-  if (!head_timer_ || !response_timer_) return false;
+  head_timer_ = evtimer_new(host_.base(), &ClientConnection::onHeadTimer, this);
+  if (!head_timer_ || !exchange_.init()) return false;
   client_.setCallbacks(&ClientConnection::onClientRead, &ClientConnection::onClientWrite,
                        &ClientConnection::onClientEvent, this);
   client_.setReadLimit(kHighWater);
@@ -82,7 +65,7 @@ void ClientConnection::onClientRead(Stream&, void* arg) {
       case State::Proxying:
         if (!c->body_done_) c->pumpBody();
         break;
-      case State::Tunnel: c->tunnelPump(); break;
+      case State::Tunnel: c->exchange_.tunnelPump(); break;
       case State::Lingering: c->client_.consumeAll(); break;
       case State::Parked:
       case State::Closing: break;
@@ -99,13 +82,9 @@ void ClientConnection::onClientWrite(Stream&, void* arg) {
         if (c->client_.pendingOutput() == 0) c->startClosing();
         break;
       case State::Proxying:
-        if (c->upstream_paused_ && c->upstream_) {
-          c->upstream_paused_ = false;
-          c->upstream_->stream.enableRead();
-          c->relayResponseBody();
-        }
+        c->exchange_.clientWritable();
         break;
-      case State::Tunnel: c->tunnelPump(); break;
+      case State::Tunnel: c->exchange_.tunnelPump(); break;
       case State::ReadingHead:
         // The response is out and no byte of the next request is here: an
         // idle keep-alive connection keeps no buffer memory.
@@ -141,16 +120,17 @@ void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len
   auto* c = static_cast<ClientConnection*>(arg);
   if (len == 0) return;
   c->body_total_ += static_cast<int64_t>(len);
-  if (c->body_total_ > c->worker_.config().max_body) {
+  if (c->body_total_ > c->host_.config().max_body) {
     c->body_error_ = true;
     return;
   }
   switch (c->sink_) {
     case Sink::Upstream: {
-      Stream& out = c->upstream_->stream;
-      out.writeChunkHeader(len);
-      out.write(data, len);
-      out.write("\r\n", 2);
+      Stream* out = c->exchange_.origin();
+      if (!out) return;
+      out->writeChunkHeader(len);
+      out->write(data, len);
+      out->write("\r\n", 2);
       break;
     }
     case Sink::Collect:
@@ -211,7 +191,7 @@ void ClientConnection::dispatch() {
     body_done_ = true;
   }
 
-  const config::Config& config = worker_.config();
+  const config::Config& config = host_.config();
   route_ = http::route(config, request_.method, request_.path);
   log_request_ = !(route_ == http::Route::PrivateAsset || route_ == http::Route::PublicAsset || route_ == http::Route::QueueStatus ||
                    route_ == http::Route::Healthz);
@@ -220,7 +200,7 @@ void ClientConnection::dispatch() {
     return;
   }
 
-  const admission::AdmissionContext& ctx = worker_.admission();
+  const admission::AdmissionContext& ctx = host_.admission();
   switch (route_) {
     case http::Route::QueueStatus: respondLocal(admission::handleQueueStatus(ctx, request_, monotonicMs()), false); return;
     case http::Route::Healthz: respondLocal(admission::handleHealthz(ctx, request_), false); return;
@@ -270,12 +250,12 @@ void ClientConnection::runGuard(Millis now) {
   const bool was_parked = state_ == State::Parked;
   switch (decision.kind) {
     case admission::Admission::Kind::Proceed:
-      if (was_parked) worker_.unpark(this);
+      if (was_parked) host_.unpark(this);
       extra_headers_ = std::move(decision.response_headers);
       startProxy();
       return;
     case admission::Admission::Kind::Respond:
-      if (was_parked) worker_.unpark(this);
+      if (was_parked) host_.unpark(this);
       state_ = State::ReadingHead;
       respondLocal(std::move(decision.response), false);
       return;
@@ -285,7 +265,7 @@ void ClientConnection::runGuard(Millis now) {
       // ticket waiting for a page slot).
       park_deadline_ = decision.deadline;
       state_ = State::Parked;
-      worker_.park(this, decision.held_ticket);
+      host_.park(this, decision.held_ticket);
       return;
   }
 }
@@ -296,7 +276,7 @@ void ClientConnection::recheckAdmission(Millis now) {
     if (now >= park_deadline_) {
       http::LocalResponse response = guard_->timedOut(request_, now);
       outcome_ = guard_->outcome();
-      worker_.unpark(this);
+      host_.unpark(this);
       state_ = State::ReadingHead;
       respondLocal(std::move(response), false);
     } else {
@@ -325,7 +305,7 @@ void ClientConnection::respondLocal(http::LocalResponse&& response, bool close_a
   wire.head_request = request_.method == "HEAD";
   const bool unread_expected_body = !body_done_ && request_.expect_continue;
   const bool must_close =
-      close_after || !request_.keep_alive || worker_.draining() || unread_expected_body || body_error_;
+      close_after || !request_.keep_alive || host_.draining() || unread_expected_body || body_error_;
   wire.close = must_close;
   wire.http10_keep_alive = !must_close && request_.http_minor == 0;
   scratch_.clear();
@@ -353,14 +333,16 @@ void ClientConnection::pumpBody() {
   while (!closed_ && !body_done_) {
     size_t avail = in.size();
     if (avail == 0) return;
+    Stream* origin = nullptr;
     if (sink_ == Sink::Upstream) {
-      if (!upstream_) return;
-      if (upstream_->stream.pendingOutput() >= kHighWater) return;  // resumed by onUpstreamWrite
+      origin = exchange_.origin();
+      if (!origin) return;
+      if (origin->pendingOutput() >= kHighWater) return;  // resumed by originWritable
     }
     if (body_mode_ == BodyMode::Length) {
       size_t n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(avail), body_remaining_));
       switch (sink_) {
-        case Sink::Upstream: upstream_->stream.writeFrom(client_, n); break;
+        case Sink::Upstream: origin->writeFrom(client_, n); break;
         case Sink::Collect:
           collected_.append(in.data(), n);
           client_.consume(n);
@@ -378,10 +360,10 @@ void ClientConnection::pumpBody() {
     if (body_error_ || s == http::ParseStatus::Error) {
       const int status = body_error_ ? 413 : 400;
       body_error_ = true;
-      if (response_started_ || (state_ == State::LocalBody && sink_ == Sink::Discard)) {
+      if (exchange_.responseStarted() || (state_ == State::LocalBody && sink_ == Sink::Discard)) {
         close();  // the answer already went out: nothing left to say
       } else {
-        dropUpstream(false);
+        exchange_.drop();
         failRequest(status);
       }
       return;
@@ -393,11 +375,12 @@ void ClientConnection::pumpBody() {
 void ClientConnection::bodyFinished() {
   body_done_ = true;
   switch (sink_) {
-    case Sink::Collect: respondLocal(admission::handleCap(worker_.admission(), request_, collected_), false); return;
+    case Sink::Collect: respondLocal(admission::handleCap(host_.admission(), request_, collected_), false); return;
     case Sink::Discard: endRequest(true); return;
     case Sink::Upstream:
-      if (body_mode_ == BodyMode::Chunked && upstream_) upstream_->stream.write("0\r\n\r\n", 5);
-      armResponseTimer();
+      if (Stream* origin = exchange_.origin(); origin && body_mode_ == BodyMode::Chunked)
+        origin->write("0\r\n\r\n", 5);
+      exchange_.requestSent();
       return;
   }
 }
@@ -416,13 +399,13 @@ void ClientConnection::logRequest() {
   log_request_ = false;
   if (status_ == 0) return;
   double seconds = static_cast<double>(monotonicMs() - started_ms_) / 1000.0;
-  worker_.accessLog().record(request_, status_, bytes_sent_, seconds, outcome_, started_wall_);
+  host_.accessLog().record(request_, status_, bytes_sent_, seconds, outcome_, started_wall_);
 }
 
 void ClientConnection::endRequest(bool keep_alive) {
   releaseGuard();
   logRequest();
-  dropUpstream(false);
+  exchange_.drop();
   extra_headers_.clear();
   collected_.clear();
   status_ = 0;
@@ -432,11 +415,7 @@ void ClientConnection::endRequest(bool keep_alive) {
   body_done_ = true;
   body_error_ = false;
   sink_ = Sink::Discard;
-  up_phase_ = UpPhase::None;
-  retried_ = false;
-  response_started_ = false;
-  close_after_response_ = false;
-  if (!keep_alive || worker_.draining()) {
+  if (!keep_alive || host_.draining()) {
     startClosing();
     return;
   }
@@ -472,13 +451,12 @@ void ClientConnection::close() {
   closed_ = true;
   releaseGuard();
   logRequest();
-  if (state_ == State::Parked) worker_.unpark(this);
-  dropUpstream(false);
+  if (state_ == State::Parked) host_.unpark(this);
+  exchange_.drop();
   if (head_timer_) evtimer_del(head_timer_);
-  if (response_timer_) evtimer_del(response_timer_);
   client_.setCallbacks(nullptr, nullptr, nullptr, nullptr);
   client_.close();
-  worker_.connectionClosed(this);
+  host_.connectionClosed(this);
 }
 
 void ClientConnection::closeIfIdle() {
@@ -501,6 +479,45 @@ void ClientConnection::abort() {
 void ClientConnection::armHeadTimer(Millis ms) {
   timeval tv = toTimeval(ms);
   evtimer_add(head_timer_, &tv);
+}
+
+// ------------------------------------------------------------ the origin side
+
+void ClientConnection::startProxy() {
+  state_ = State::Proxying;
+  sink_ = Sink::Upstream;
+  if (request_.expect_continue && !body_done_) client_.write(kContinue, sizeof kContinue - 1);
+  if (!exchange_.start(extra_headers_, &bytes_sent_)) return;
+  if (body_done_)
+    exchange_.requestSent();
+  else
+    pumpBody();
+}
+
+void ClientConnection::originWritable() {
+  if (state_ == State::Proxying && !body_done_) pumpBody();
+}
+
+void ClientConnection::exchangeFailed(int status) {
+  state_ = State::ReadingHead;
+  respondLocal(status == 504 ? http::plainText(504, "upstream timed out\n") : http::plainText(502, "upstream unavailable\n"),
+               !body_done_);
+}
+
+void ClientConnection::tunnelOpened() {
+  evtimer_del(head_timer_);
+  state_ = State::Tunnel;
+  body_done_ = true;
+}
+
+void ClientConnection::abortConnection(const char* what) {
+  LOG_ERROR("proxy for %s: %s", request_.peer_ip.c_str(), what);
+  close();
+}
+
+void ClientConnection::fail(const char* what) {
+  LOG_ERROR("connection from %s: %s", request_.peer_ip.c_str(), what);
+  close();
 }
 
 }  // namespace concert::worker

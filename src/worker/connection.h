@@ -14,8 +14,10 @@
 // request ends goes through endRequest() or close(), which call
 // releaseGuard(): the guard's release() runs exactly once. Memory is freed on
 // the next loop turn after close(), so a callback that closed the
-// connection can still look at closed_ safely. The upstream side (proxy.cpp)
-// borrows an UpstreamConn from the worker's pool for the exchange.
+// connection can still look at closed_ safely. The origin side is an
+// OriginExchange (origin_exchange.h), which borrows an origin connection from
+// the worker's pool and reports back through OriginExchange::Client. The
+// connection reaches its worker only through ConnectionHost (host.h).
 #pragma once
 
 #include <event2/event.h>
@@ -24,33 +26,27 @@
 #include <memory>
 #include <string>
 
-#include "common/clock.h"
 #include "admission/guard.h"
+#include "common/clock.h"
 #include "http/parser.h"
-#include "worker/proxy.h"
 #include "http/request.h"
 #include "http/response.h"
 #include "http/router.h"
+#include "worker/host.h"
+#include "worker/origin_exchange.h"
 #include "worker/stream.h"
 
 namespace concert::worker {
 
-class Worker;
-struct UpstreamConn;
-
-// Buffer limits (bytes): reading from one side stops while the other side's
-// output holds more than kHighWater, and resumes below kLowWater.
-constexpr size_t kHighWater = 256 * 1024;
-constexpr size_t kLowWater = 64 * 1024;
 constexpr Millis kHeadTimeout = 10'000;
 constexpr Millis kIdleTimeout = 120'000;
 constexpr Millis kLingerTimeout = 2'000;
 constexpr Millis kFlushTimeout = 60'000;  // a closing connection's last bytes
 constexpr size_t kMaxCapBody = 64 * 1024;
 
-class ClientConnection {
+class ClientConnection final : private OriginExchange::Client {
  public:
-  ClientConnection(Worker& worker, evutil_socket_t fd, std::string peer_ip);
+  ClientConnection(ConnectionHost& host, evutil_socket_t fd, std::string peer_ip);
   ~ClientConnection();
   ClientConnection(const ClientConnection&) = delete;
   ClientConnection& operator=(const ClientConnection&) = delete;
@@ -72,21 +68,26 @@ class ClientConnection {
   enum class State { ReadingHead, Parked, LocalBody, Proxying, Tunnel, Closing, Lingering };
   enum class BodyMode { None, Length, Chunked };
   enum class Sink { Discard, Collect, Upstream };
-  enum class UpPhase { None, AwaitHead, Body };
-  enum class UpBody { Length, Chunked, UntilClose };
 
   static void onClientRead(Stream& stream, void* arg);
   static void onClientWrite(Stream& stream, void* arg);
   static void onClientEvent(Stream& stream, short events, void* arg);
   static void onHeadTimer(evutil_socket_t, short, void* arg);
-  static void onUpstreamRead(Stream& stream, void* arg);
-  static void onUpstreamWrite(Stream& stream, void* arg);
-  static void onUpstreamEvent(Stream& stream, short events, void* arg);
-  static void onResponseTimer(evutil_socket_t, short, void* arg);
   static void onChunkToUpstream(void* arg, const char* data, size_t len);
-  static void onChunkToClient(void* arg, const char* data, size_t len);
 
-  // client side (connection.cpp)
+  // OriginExchange::Client
+  const http::Request& request() const override { return request_; }
+  Stream& clientStream() override { return client_; }
+  bool requestBodyDone() const override { return body_done_; }
+  bool draining() const override { return host_.draining(); }
+  void originWritable() override;
+  void responseStarted(int status) override { status_ = status; }
+  void exchangeDone(bool keep_alive) override { endRequest(keep_alive); }
+  void exchangeFailed(int status) override;
+  void tunnelOpened() override;
+  void abortConnection(const char* what) override;
+  void fail(const char* what);  // an exception in a client-side callback: log, close
+
   void processInput();
   void dispatch();
   void runGuard(Millis now);
@@ -100,22 +101,9 @@ class ClientConnection {
   void close();
   void startClosing();
   void armHeadTimer(Millis ms);
-
-  // origin side (proxy.cpp)
   void startProxy();
-  bool connectUpstream(bool allow_idle);
-  void sendRequestHead();
-  void upstreamRead();
-  void upstreamEvent(short events);
-  void relayResponseBody();
-  void responseComplete();
-  void upstreamFailed(int status, const std::string& reason);
-  void startTunnel();
-  void tunnelPump();
-  void dropUpstream(bool reusable);
-  void armResponseTimer();
 
-  Worker& worker_;
+  ConnectionHost& host_;
   int fd_;
   Stream client_;
   event* head_timer_ = nullptr;
@@ -147,18 +135,7 @@ class ClientConnection {
   bool body_error_ = false;
   std::string collected_;
 
-  // origin exchange
-  UpstreamConn* upstream_ = nullptr;
-  event* response_timer_ = nullptr;
-  UpPhase up_phase_ = UpPhase::None;
-  UpBody up_body_ = UpBody::Length;
-  ClientFraming client_framing_ = ClientFraming::None;
-  int64_t up_remaining_ = 0;
-  bool retried_ = false;
-  size_t dial_failures_ = 0;
-  bool close_after_response_ = false;
-  bool upstream_paused_ = false;
-  bool response_started_ = false;
+  OriginExchange exchange_;
   std::string scratch_;
 };
 

@@ -14,6 +14,7 @@
 #include <exception>
 
 #include "common/log.h"
+#include "worker/callbacks.h"
 #include "worker/connection.h"
 #include "worker/stream.h"
 
@@ -26,13 +27,6 @@ constexpr Millis kFlushMs = 100;
 constexpr Millis kSignalEchoMs = 500;
 constexpr Millis kAcceptPauseMs = 100;
 constexpr Millis kAcceptWarnEveryMs = 10'000;
-
-timeval toTimeval(Millis ms) {
-  timeval tv;
-  tv.tv_sec = static_cast<time_t>(ms / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
-  return tv;
-}
 
 std::string peerAddress(const sockaddr* addr) {
   char buf[INET6_ADDRSTRLEN] = "";

@@ -34,6 +34,7 @@
 #include "admission/saturation_log.h"
 #include "worker/access_log.h"
 #include "worker/context.h"
+#include "worker/host.h"
 #include "worker/upstream_pool.h"
 #include "worker/waiters.h"
 
@@ -41,7 +42,7 @@ namespace concert::worker {
 
 class ClientConnection;
 
-class Worker {
+class Worker final : public ConnectionHost {
  public:
   explicit Worker(const WorkerContext& context);
   ~Worker();
@@ -51,21 +52,16 @@ class Worker {
   // Runs the loop; returns the process exit status.
   int run();
 
-  event_base* base() const { return base_; }
-  const WorkerContext& context() const { return context_; }
-  const config::Config& config() const { return *context_.config; }
-  const admission::AdmissionContext& admission() const { return admission_; }
-  UpstreamPool& upstreams() { return *pool_; }
-  AccessLog& accessLog() { return access_log_; }
-  bool draining() const { return draining_; }
-
-  // Requests waiting for a slot (in arrival order) or, with `held_ticket`,
-  // held by -queue-hold (in ticket order). Called on every admit() that
-  // returns Wait: a parked request is re-filed when what it waits on changed.
-  void park(ClientConnection* connection, std::optional<uint64_t> held_ticket);
-  void unpark(ClientConnection* connection);
-  // A connection was closed (its memory is freed on the next loop turn).
-  void connectionClosed(ClientConnection* connection);
+  // ConnectionHost
+  event_base* base() const override { return base_; }
+  const config::Config& config() const override { return *context_.config; }
+  const admission::AdmissionContext& admission() const override { return admission_; }
+  UpstreamPool& upstreams() override { return *pool_; }
+  AccessLog& accessLog() override { return access_log_; }
+  bool draining() const override { return draining_; }
+  void park(ClientConnection* connection, std::optional<uint64_t> held_ticket) override;
+  void unpark(ClientConnection* connection) override;
+  void connectionClosed(ClientConnection* connection) override;
 
  private:
   static void onAccept(evconnlistener* listener, evutil_socket_t fd, sockaddr* addr, int len, void* arg);

@@ -5,7 +5,7 @@
 
 #include "config/config.h"
 #include "worker/access_log.h"
-#include "worker/proxy.h"
+#include "worker/rewrite.h"
 #include "http/response.h"
 
 using namespace concert;

@@ -1,7 +1,7 @@
-// Reverse-proxy message rewriting (reference §4.1, §4.3): the request head
-// Concert sends to the origin and the response head it sends to the client.
-// Pure functions over parsed heads; the streaming itself lives in
-// ClientConnection (connection.h, proxy.cpp).
+// Reverse-proxy message rewriting: the request head Concert sends to the
+// origin and the response head it sends to the client. Pure functions over
+// parsed heads; the streaming itself lives in OriginExchange
+// (origin_exchange.h).
 #pragma once
 
 #include <string>

@@ -1,0 +1,393 @@
+// One request's exchange with the origin; see origin_exchange.h.
+#include "worker/origin_exchange.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "common/log.h"
+#include "http/response.h"
+#include "worker/callbacks.h"
+#include "worker/upstream_pool.h"
+
+namespace concert::worker {
+
+// Anything thrown on the origin side closes the client connection.
+#define CONCERT_ORIGIN_GUARD(exchange, body) \
+  guarded([&] { body; }, [exchange](const char* what) { (exchange)->client_.abortConnection(what); });
+
+OriginExchange::OriginExchange(event_base* base, UpstreamPool& pool, const config::Config& config, Client& client)
+    : base_(base), pool_(pool), config_(config), client_(client) {}
+
+OriginExchange::~OriginExchange() {
+  drop(false);
+  if (response_timer_) event_free(response_timer_);
+}
+
+bool OriginExchange::init() {
+  response_timer_ = evtimer_new(base_, &OriginExchange::onResponseTimer, this);
+  return response_timer_ != nullptr;
+}
+
+bool OriginExchange::start(const http::Headers& extra, uint64_t* sent) {
+  extra_ = &extra;
+  sent_ = sent;
+  response_started_ = false;
+  paused_ = false;
+  close_after_ = false;
+  retried_ = false;
+  dial_failures_ = 0;
+  return connect(true);
+}
+
+Stream* OriginExchange::origin() {
+  return upstream_ ? &upstream_->stream : nullptr;
+}
+
+void OriginExchange::requestSent() {
+  armResponseTimer();
+}
+
+bool OriginExchange::connect(bool allow_idle) {
+  phase_ = Phase::AwaitHead;
+  UpstreamConn* conn = allow_idle ? pool_.takeIdle() : nullptr;
+  if (!conn) {
+    std::string error;
+    conn = pool_.dial(&error);
+    if (!conn) {
+      fail(502, error);
+      return false;
+    }
+  }
+  upstream_ = conn;
+  conn->parser.reset();
+  conn->stream.setCallbacks(&OriginExchange::onRead, &OriginExchange::onWrite, &OriginExchange::onEvent, this);
+  conn->stream.setWriteLowWater(kLowWater);
+  conn->stream.enableRead();
+  scratch_.clear();
+  buildUpstreamRequestHead(client_.request(), config_, scratch_);
+  conn->stream.write(scratch_);
+  return true;
+}
+
+void OriginExchange::armResponseTimer() {
+  if (phase_ != Phase::AwaitHead || !upstream_) return;
+  Millis ms = config_.upstream_timeout;
+  if (ms <= 0) return;
+  timeval tv = toTimeval(ms);
+  evtimer_add(response_timer_, &tv);
+}
+
+void OriginExchange::releaseOrigin(bool reusable) {
+  if (response_timer_) evtimer_del(response_timer_);
+  if (!upstream_) return;
+  UpstreamConn* conn = upstream_;
+  upstream_ = nullptr;
+  paused_ = false;
+  if (reusable)
+    pool_.giveBack(conn);
+  else
+    pool_.discard(conn);
+}
+
+void OriginExchange::drop(bool reusable) {
+  releaseOrigin(reusable);
+  phase_ = Phase::None;
+  response_started_ = false;
+  close_after_ = false;
+  retried_ = false;
+}
+
+// ------------------------------------------------------------ callbacks
+
+void OriginExchange::onRead(Stream&, void* arg) {
+  auto* x = static_cast<OriginExchange*>(arg);
+  CONCERT_ORIGIN_GUARD(x, x->readResponse())
+}
+
+void OriginExchange::onWrite(Stream&, void* arg) {
+  auto* x = static_cast<OriginExchange*>(arg);
+  CONCERT_ORIGIN_GUARD(x, {
+    if (x->phase_ == Phase::Tunnel)
+      x->tunnelPump();
+    else
+      x->client_.originWritable();
+  })
+}
+
+void OriginExchange::onEvent(Stream&, short events, void* arg) {
+  auto* x = static_cast<OriginExchange*>(arg);
+  CONCERT_ORIGIN_GUARD(x, x->originEvent(events))
+}
+
+void OriginExchange::onResponseTimer(evutil_socket_t, short, void* arg) {
+  auto* x = static_cast<OriginExchange*>(arg);
+  CONCERT_ORIGIN_GUARD(x, {
+    if (x->phase_ == Phase::AwaitHead && x->upstream_) x->fail(504, "timeout awaiting response headers");
+  })
+}
+
+void OriginExchange::onChunk(void* arg, const char* data, size_t len) {
+  auto* x = static_cast<OriginExchange*>(arg);
+  if (len == 0) return;
+  Stream& out = x->client_.clientStream();
+  if (x->framing_ == ClientFraming::Chunked) {
+    out.writeChunkHeader(len);
+    out.write(data, len);
+    out.write("\r\n", 2);
+  } else {
+    out.write(data, len);
+  }
+  *x->sent_ += len;
+}
+
+// ------------------------------------------------------------ the response
+
+void OriginExchange::originEvent(short events) {
+  if (!upstream_ || (events & Stream::kConnected)) return;  // a connect: the request head is queued already
+  Stream& client = client_.clientStream();
+  if (phase_ == Phase::Tunnel) {
+    // The origin ended the tunnel: hand the client what is left, then close.
+    client.writeFrom(upstream_->stream, upstream_->stream.input().size());
+    client_.exchangeDone(false);
+    return;
+  }
+  if (phase_ == Phase::Body && body_ == BodyFraming::UntilClose && (events & Stream::kEof) &&
+      !(events & Stream::kError)) {
+    relayBody();
+    if (!upstream_) return;
+    size_t n = upstream_->stream.input().size();
+    if (n > 0) {  // the client is slow: move the tail regardless of the watermark
+      if (framing_ == ClientFraming::Chunked) client.writeChunkHeader(n);
+      client.writeFrom(upstream_->stream, n);
+      if (framing_ == ClientFraming::Chunked) client.write("\r\n", 2);
+      *sent_ += n;
+    }
+    if (framing_ == ClientFraming::Chunked) client.write("0\r\n\r\n", 5);
+    complete();
+    return;
+  }
+
+  std::string reason;
+  if (events & Stream::kTimeout) {
+    reason = upstream_->stream.connected() ? "timeout" : "dial timeout";
+  } else if (events & Stream::kError) {
+    reason = upstream_->stream.errorReason();
+  } else {
+    reason = "origin closed the connection";
+  }
+
+  // Only a request without a body can be sent again: its bytes were not
+  // lost with the connection that failed.
+  const bool replayable = !client_.request().hasBody();
+  if (!response_started_ && !upstream_->stream.connected() && !upstream_->reused) {
+    // Connecting failed: the next resolved address (if any) gets a try.
+    pool_.connectFailed(upstream_);
+    if (++dial_failures_ < pool_.addressCount() && replayable) {
+      releaseOrigin(false);
+      if (connect(false)) armResponseTimer();
+      return;
+    }
+  }
+  if (!response_started_) {
+    // A kept-alive connection the origin closed before answering: the request
+    // never reached it, so a bodiless request is retried once on a fresh one.
+    if (phase_ == Phase::AwaitHead && upstream_->reused && upstream_->parser.idle() && !retried_ && replayable) {
+      retried_ = true;
+      releaseOrigin(false);
+      if (connect(false)) armResponseTimer();
+      return;
+    }
+    fail(502, reason);
+    return;
+  }
+  const http::Request& request = client_.request();
+  LOG_ERROR("upstream error %s %s: %s after the response head", request.method.c_str(), request.path.c_str(),
+            reason.c_str());
+  // What was relayed is flushed, then the connection closes without the end
+  // of the body: the client sees the truncation in the framing.
+  client_.exchangeDone(false);
+}
+
+void OriginExchange::fail(int status, const std::string& reason) {
+  const http::Request& request = client_.request();
+  LOG_ERROR("upstream error %s %s: %s", request.method.c_str(), request.path.c_str(), reason.c_str());
+  drop(false);
+  client_.exchangeFailed(status);
+}
+
+void OriginExchange::readResponse() {
+  if (phase_ == Phase::Tunnel) {
+    tunnelPump();
+    return;
+  }
+  const http::Request& request = client_.request();
+  while (upstream_ && phase_ == Phase::AwaitHead) {
+    const Buffer& in = upstream_->stream.input();
+    if (in.empty()) return;
+    size_t consumed = 0;
+    http::MessageParser& parser = upstream_->parser;
+    http::ParseStatus s = parser.feedHead(in.data(), in.size(), &consumed);
+    upstream_->stream.consume(consumed);
+    if (s == http::ParseStatus::NeedMore) continue;
+    if (s == http::ParseStatus::Error) {
+      std::string reason = "malformed response head: ";
+      reason.append(parser.errorReason());
+      fail(502, reason);
+      return;
+    }
+    http::ResponseHead& head = parser.response();
+    if (head.status == 101) {
+      if (request.upgrade) {
+        startTunnel();
+      } else {
+        fail(502, "101 without an Upgrade request");
+      }
+      return;
+    }
+    if (head.status < 200) {  // 100 / 103: interim, not relayed
+      parser.reset();
+      continue;
+    }
+    evtimer_del(response_timer_);
+    framing_ = chooseClientFraming(head, request);
+    close_after_ =
+        !request.keep_alive || client_.draining() || framing_ == ClientFraming::Close || !client_.requestBodyDone();
+    scratch_.clear();
+    buildClientResponseHead(head, request, framing_, close_after_, *extra_, scratch_);
+    client_.clientStream().write(scratch_);
+    response_started_ = true;
+    client_.responseStarted(head.status);
+    phase_ = Phase::Body;
+    body_ = BodyFraming::Length;
+    remaining_ = 0;
+    if (framing_ != ClientFraming::None) {
+      if (head.chunked) {
+        body_ = BodyFraming::Chunked;
+      } else if (head.transfer_encoding || head.content_length < 0) {
+        body_ = BodyFraming::UntilClose;
+      } else {
+        remaining_ = head.content_length;
+      }
+    }
+    if (body_ == BodyFraming::Length && remaining_ == 0) {
+      complete();
+      return;
+    }
+  }
+  if (upstream_ && phase_ == Phase::Body) relayBody();
+}
+
+void OriginExchange::clientWritable() {
+  if (!paused_ || !upstream_) return;
+  paused_ = false;
+  upstream_->stream.enableRead();
+  relayBody();
+}
+
+void OriginExchange::relayBody() {
+  Stream& client = client_.clientStream();
+  while (upstream_ && phase_ == Phase::Body) {
+    if (client.pendingOutput() >= kHighWater) {
+      // The client reads slower than the origin sends: stop reading the
+      // origin until the client's buffer drains (clientWritable).
+      if (!paused_) {
+        paused_ = true;
+        upstream_->stream.disableRead();
+      }
+      return;
+    }
+    Stream& origin = upstream_->stream;
+    size_t avail = origin.input().size();
+    if (avail == 0) return;
+    switch (body_) {
+      case BodyFraming::Length: {
+        size_t n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(avail), remaining_));
+        client.writeFrom(origin, n);
+        *sent_ += n;
+        remaining_ -= static_cast<int64_t>(n);
+        if (remaining_ == 0) {
+          complete();
+          return;
+        }
+        break;
+      }
+      case BodyFraming::UntilClose:
+        if (framing_ == ClientFraming::Chunked) client.writeChunkHeader(avail);
+        client.writeFrom(origin, avail);
+        if (framing_ == ClientFraming::Chunked) client.write("\r\n", 2);
+        *sent_ += avail;
+        break;
+      case BodyFraming::Chunked: {
+        size_t consumed = 0;
+        http::ParseStatus s = upstream_->parser.feedChunked(origin.input().data(), avail, &consumed,
+                                                            &OriginExchange::onChunk, this);
+        origin.consume(consumed);
+        if (s == http::ParseStatus::Error) {
+          const http::Request& request = client_.request();
+          LOG_ERROR("upstream error %s %s: malformed chunked body", request.method.c_str(), request.path.c_str());
+          client_.exchangeDone(false);
+          return;
+        }
+        if (s == http::ParseStatus::BodyDone) {
+          if (framing_ == ClientFraming::Chunked) client.write("0\r\n\r\n", 5);
+          complete();
+          return;
+        }
+        break;
+      }
+    }
+  }
+}
+
+void OriginExchange::complete() {
+  phase_ = Phase::None;
+  const bool body_done = client_.requestBodyDone();
+  bool reusable = false;
+  if (upstream_) {
+    const http::ResponseHead& head = upstream_->parser.response();
+    reusable = head.keep_alive && body_ != BodyFraming::UntilClose && body_done && upstream_->stream.input().empty() &&
+               upstream_->stream.pendingOutput() == 0;
+    if (paused_) upstream_->stream.enableRead();
+  }
+  const bool keep_alive = !close_after_ && body_done;
+  drop(reusable);
+  client_.exchangeDone(keep_alive);
+}
+
+// ------------------------------------------------------------ tunnels
+
+void OriginExchange::startTunnel() {
+  evtimer_del(response_timer_);
+  const http::ResponseHead& head = upstream_->parser.response();
+  scratch_.clear();
+  buildClientResponseHead(head, client_.request(), ClientFraming::None, false, *extra_, scratch_);
+  client_.clientStream().write(scratch_);
+  response_started_ = true;
+  phase_ = Phase::Tunnel;
+  client_.responseStarted(101);
+  client_.tunnelOpened();
+  tunnelPump();
+}
+
+void OriginExchange::tunnelPump() {
+  if (!upstream_) return;
+  Stream& client = client_.clientStream();
+  Stream& origin = upstream_->stream;
+  // Each direction moves only while its destination is below the watermark;
+  // a full destination stops reading its source until it drains.
+  if (origin.pendingOutput() < kHighWater) {
+    origin.writeFrom(client, client.input().size());
+    client.enableRead();
+  } else {
+    client.disableRead();
+  }
+  if (client.pendingOutput() < kHighWater) {
+    *sent_ += origin.input().size();
+    client.writeFrom(origin, origin.input().size());
+    origin.enableRead();
+  } else {
+    origin.disableRead();
+  }
+}
+
+}  // namespace concert::worker

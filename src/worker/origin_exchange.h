@@ -1,0 +1,133 @@
+// One request's exchange with the origin, on behalf of a client connection:
+// a pooled (or freshly dialled) origin connection, the request head, the
+// response-head timer, the response relayed to the client with Concert's
+// framing, retry on a dead kept-alive connection or a failed dial, and
+// Upgrade tunnels.
+//
+//   start ──head sent──▶ AwaitHead ──2xx..5xx head──▶ Body ──end of body──▶ done(keep-alive?)
+//     │ dial fails           │ 1xx: skipped            │ origin error: done(close)
+//     ▼                      │ 101 + Upgrade ─────▶ Tunnel ──either side ends──▶ done(close)
+//   failed(502)              │ timer: failed(504)
+//                            │ error: retry once (bodiless, reused conn) / next address / failed(502)
+//
+// The request body is the client connection's to pump: it writes into
+// origin() and calls requestSent() when the last byte is queued (that arms
+// the response-head timer). The exchange writes the response to the client
+// stream directly and reports back through Client: a failure before any
+// response byte (the connection answers 502/504 itself), the response head,
+// the end of the exchange, a tunnel. Framing is always Concert's decision: a
+// failure after the response head closes the client connection, so a
+// truncated body is never mistaken for a whole one.
+#pragma once
+
+#include <event2/event.h>
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.h"
+#include "http/request.h"
+#include "worker/rewrite.h"
+#include "worker/stream.h"
+
+namespace concert::worker {
+
+class UpstreamPool;
+struct UpstreamConn;
+
+// Buffer limits (bytes): reading from one side stops while the other side's
+// output holds more than kHighWater, and resumes below kLowWater.
+constexpr size_t kHighWater = 256 * 1024;
+constexpr size_t kLowWater = 64 * 1024;
+
+class OriginExchange {
+ public:
+  // The client connection's side of the exchange.
+  class Client {
+   public:
+    virtual const http::Request& request() const = 0;
+    virtual Stream& clientStream() = 0;
+    virtual bool requestBodyDone() const = 0;
+    virtual bool draining() const = 0;
+    // The origin can take more request body.
+    virtual void originWritable() = 0;
+    // The response head went out to the client.
+    virtual void responseStarted(int status) = 0;
+    // The exchange is over: the response was relayed whole (`keep_alive`:
+    // the client connection may carry another request) or cut off after its
+    // head (the client connection must close).
+    virtual void exchangeDone(bool keep_alive) = 0;
+    // Nothing reached the client: answer `status` (502 or 504) locally.
+    virtual void exchangeFailed(int status) = 0;
+    // 101 Switching Protocols went out: the connection is now a tunnel.
+    virtual void tunnelOpened() = 0;
+    // Something unexpected was thrown in an origin callback: close at once.
+    virtual void abortConnection(const char* what) = 0;
+
+   protected:
+    ~Client() = default;
+  };
+
+  OriginExchange(event_base* base, UpstreamPool& pool, const config::Config& config, Client& client);
+  ~OriginExchange();
+  OriginExchange(const OriginExchange&) = delete;
+  OriginExchange& operator=(const OriginExchange&) = delete;
+
+  bool init();  // false: out of memory for the timer
+
+  // Connect and queue the request head; `extra` (the guard's Set-Cookie) is
+  // added to the response head, and every response byte relayed is added to
+  // `*sent` (both must outlive the exchange). False when it failed at once
+  // (the client was told through exchangeFailed).
+  bool start(const http::Headers& extra, uint64_t* sent);
+  Stream* origin();    // where the request body goes; null when none
+  void requestSent();  // the whole request is queued: the response-head timer starts
+  void clientWritable();  // the client's buffer drained: relay more
+  void tunnelPump();      // move tunnel bytes both ways, within the watermarks
+  // End the exchange; the origin connection goes back to the pool only when
+  // `reusable` (clean framing, keep-alive, nothing left in either direction).
+  void drop(bool reusable = false);
+
+  bool responseStarted() const { return response_started_; }
+
+ private:
+  enum class Phase { None, AwaitHead, Body, Tunnel };
+  enum class BodyFraming { Length, Chunked, UntilClose };
+
+  static void onRead(Stream& stream, void* arg);
+  static void onWrite(Stream& stream, void* arg);
+  static void onEvent(Stream& stream, short events, void* arg);
+  static void onResponseTimer(evutil_socket_t, short, void* arg);
+  static void onChunk(void* arg, const char* data, size_t len);
+
+  bool connect(bool allow_idle);
+  void releaseOrigin(bool reusable);
+  void readResponse();
+  void originEvent(short events);
+  void relayBody();
+  void complete();
+  void fail(int status, const std::string& reason);
+  void startTunnel();
+  void armResponseTimer();
+
+  event_base* base_;
+  UpstreamPool& pool_;
+  const config::Config& config_;
+  Client& client_;
+  UpstreamConn* upstream_ = nullptr;
+  event* response_timer_ = nullptr;
+  const http::Headers* extra_ = nullptr;
+  Phase phase_ = Phase::None;
+  BodyFraming body_ = BodyFraming::Length;
+  ClientFraming framing_ = ClientFraming::None;
+  int64_t remaining_ = 0;
+  bool retried_ = false;
+  size_t dial_failures_ = 0;
+  bool close_after_ = false;
+  bool paused_ = false;
+  bool response_started_ = false;
+  uint64_t* sent_ = nullptr;
+  std::string scratch_;
+};
+
+}  // namespace concert::worker
