@@ -1,4 +1,4 @@
-// Minting and verifying the concert_admit pass; see admit_pass.h for the
+// Minting and verifying the concert_admit pass; see pass.h for the
 // format. OpenSSL provides the HMAC, the RNG and the constant-time compare.
 #include "admission/pass.h"
 

@@ -1,4 +1,4 @@
-// llhttp wrapper: see http_parser.h for the phases. llhttp is compiled
+// llhttp wrapper: see parser.h for the phases. llhttp is compiled
 // without LLHTTP_STRICT_MODE by the Debian sources, so the strictness the
 // contract asks for that llhttp leaves out (bare LF, obs-fold, exact
 // "chunked", Host rules, version set) is checked here.
