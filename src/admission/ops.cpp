@@ -3,8 +3,8 @@
 //
 // Every number comes from the shared segment, so the answer is the same
 // whichever worker's connection it lands on. The only write is the runtime
-// page cap (Segment::setPageCap), which the segment applies atomically for
-// every worker; it stays until a reload changes `cap` in the configuration.
+// page cap (shm::PageSemaphore::setCap), which the segment applies atomically
+// for every worker; it stays until a reload changes `cap` in the configuration.
 #include <openssl/crypto.h>
 
 #include "common/json.h"
@@ -33,7 +33,7 @@ http::LocalResponse handleHealthz(const AdmissionContext&, const http::Request&)
 
 http::LocalResponse handleStats(const AdmissionContext& context, const http::Request&) {
   const config::Config& config = *context.config;
-  shm::StatsSnapshot s = context.segment->snapshot();
+  shm::StatsSnapshot s = context.segment->stats().snapshot();
   // Keys in sorted order, as Go's encoding/json writes a map.
   common::JsonObject body;
   body.add("asset_cap", static_cast<int64_t>(s.asset_cap))
@@ -82,11 +82,11 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
     std::string message = "room: invalid capacity " + std::to_string(parsed.cap) + ": must be >= 1";
     return jsonResponse(400, common::JsonObject().add("error", message).str());
   }
-  context.segment->setPageCap(parsed.cap);
+  context.segment->pages().setCap(parsed.cap);
   LOG_INFO("page cap set to %d via /_room/cap", parsed.cap);
   return jsonResponse(200, common::JsonObject()
                                .add("cap", static_cast<int64_t>(parsed.cap))
-                               .add("occupancy", context.segment->pageOccupancy())
+                               .add("occupancy", context.segment->pages().occupancy())
                                .str());
 }
 

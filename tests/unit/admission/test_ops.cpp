@@ -83,7 +83,7 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
                          shm::Counter::AssetUserThrottledTotal, shm::Counter::AssetGlobalThrottledTotal,
                          shm::Counter::RingFullTotal, shm::Counter::PassTableFullTotal, shm::Counter::ReloadsTotal,
                          shm::Counter::WorkerRestartsTotal, shm::Counter::SlotsReclaimedTotal})
-    room.segment->count(c, n++);
+    room.segment->stats().count(c, n++);
   LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
   CHECK(r.body ==
         "{\"asset_cap\":128,\"asset_denied_total\":105,\"asset_global_throttled_total\":107,"
@@ -117,7 +117,7 @@ TEST_CASE("ops: cap endpoint") {
     CHECK(handleCap(room.ctx(), post({{"Authorization", "s3cret-toke"}}), "{\"cap\":3}").status == 401);
     CHECK(handleCap(room.ctx(), post({{"Authorization", "bearer s3cret-token"}}), "{\"cap\":3}").status == 401);
     CHECK(handleCap(room.ctx(), post({{"Authorization", ""}}), "{\"cap\":3}").status == 401);
-    CHECK(room.segment->pageCap() == 1);
+    CHECK(room.segment->pages().cap() == 1);
   }
   SUBCASE("bad bodies") {
     Headers auth{{"Authorization", "Bearer s3cret-token"}};
@@ -131,15 +131,15 @@ TEST_CASE("ops: cap endpoint") {
     CHECK(handleCap(room.ctx(), post(auth), "{}").body == "{\"error\":\"room: invalid capacity 0: must be >= 1\"}");
     CHECK(handleCap(room.ctx(), post(auth), "{\"cap\":-5}").body ==
           "{\"error\":\"room: invalid capacity -5: must be >= 1\"}");
-    CHECK(room.segment->pageCap() == 1);
+    CHECK(room.segment->pages().cap() == 1);
   }
   SUBCASE("success, bare or Bearer token") {
     LocalResponse r = handleCap(room.ctx(), post({{"Authorization", "s3cret-token"}}), "{\"cap\":3}");
     CHECK(r.status == 200);
     CHECK(r.body == "{\"cap\":3,\"occupancy\":0}");
-    CHECK(room.segment->pageCap() == 3);
+    CHECK(room.segment->pages().cap() == 3);
     r = handleCap(room.ctx(), post({{"Authorization", "Bearer s3cret-token"}}), " {\"cap\": 2} ");
     CHECK(r.status == 200);
-    CHECK(room.segment->pageCap() == 2);
+    CHECK(room.segment->pages().cap() == 2);
   }
 }
