@@ -7,6 +7,12 @@
 // for every worker; it stays until a reload changes `cap` in the configuration.
 #include <openssl/crypto.h>
 
+#include <algorithm>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
 #include "common/json.h"
 #include "common/log.h"
 #include "admission/admission.h"
@@ -34,36 +40,31 @@ http::LocalResponse handleHealthz(const AdmissionContext&, const http::Request&)
 http::LocalResponse handleStats(const AdmissionContext& context, const http::Request&) {
   const config::Config& config = *context.config;
   shm::StatsSnapshot s = context.segment->stats().snapshot();
-  // Keys in sorted order, as Go's encoding/json writes a map.
+  // Every counter of the table (shm/counters.h) under its key, and the
+  // gauges and settings below; keys in sorted order, as Go's encoding/json
+  // writes a map.
+  using Value = std::variant<int64_t, uint64_t, double, std::string>;
+  std::vector<std::pair<std::string_view, Value>> fields = {
+      {"asset_cap", int64_t{s.asset_cap}},
+      {"asset_in_flight", s.asset_in_flight},
+      {"asset_user_cap_h1", int64_t{config.asset_user_cap_h1}},
+      {"asset_user_cap_h2", int64_t{config.asset_user_cap_h2}},
+      {"asset_users", s.asset_users},
+      {"cap", int64_t{s.cap}},
+      {"generation", uint64_t{s.generation}},
+      {"live_queue_depth", s.live_queue_depth},
+      {"max_queue_depth", config.max_queue},
+      {"occupancy", s.occupancy},
+      {"queue_depth", s.queue_depth},
+      {"token_ttl", config::goDurationString(config.token_ttl)},
+      {"upstream", config.upstream.raw},
+      {"utilization", s.utilization},
+      {"workers", uint64_t{s.workers}},
+  };
+  for (shm::Counter c : shm::kAllCounters) fields.emplace_back(shm::counterKey(c), s.counter(c));
+  std::sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   common::JsonObject body;
-  body.add("asset_cap", static_cast<int64_t>(s.asset_cap))
-      .add("asset_denied_total", s.asset_denied_total)
-      .add("asset_global_throttled_total", s.asset_global_throttled_total)
-      .add("asset_in_flight", s.asset_in_flight)
-      .add("asset_served_total", s.asset_served_total)
-      .add("asset_user_cap_h1", static_cast<int64_t>(config.asset_user_cap_h1))
-      .add("asset_user_cap_h2", static_cast<int64_t>(config.asset_user_cap_h2))
-      .add("asset_user_throttled_total", s.asset_user_throttled_total)
-      .add("asset_users", s.asset_users)
-      .add("cap", static_cast<int64_t>(s.cap))
-      .add("evicted_total", s.evicted_total)
-      .add("generation", s.generation)
-      .add("live_queue_depth", s.live_queue_depth)
-      .add("max_queue_depth", config.max_queue)
-      .add("occupancy", s.occupancy)
-      .add("pass_table_full_total", s.pass_table_full_total)
-      .add("promoted_total", s.promoted_total)
-      .add("queue_depth", s.queue_depth)
-      .add("queued_total", s.queued_total)
-      .add("reloads_total", s.reloads_total)
-      .add("ring_full_total", s.ring_full_total)
-      .add("slots_reclaimed_total", s.slots_reclaimed_total)
-      .add("timeouts_total", s.timeouts_total)
-      .add("token_ttl", config::goDurationString(config.token_ttl))
-      .add("upstream", config.upstream.raw)
-      .add("utilization", s.utilization)
-      .add("worker_restarts_total", s.worker_restarts_total)
-      .add("workers", s.workers);
+  for (const auto& [key, value] : fields) std::visit([&body, key](const auto& v) { body.add(key, v); }, value);
   return jsonResponse(200, body.str());
 }
 

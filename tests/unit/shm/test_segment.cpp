@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <iterator>
+#include <set>
+#include <string_view>
 
 #include "shm/segment.h"
 
@@ -157,4 +160,22 @@ TEST_CASE("stats snapshot reports every counter") {
   CHECK(st.asset_in_flight == 0);
   CHECK(st.asset_users == 0);
   CHECK(st.workers == 0);
+}
+
+TEST_CASE("the counter table: one enum value, one stats key and one snapshot field per entry") {
+  CHECK(kCounterCount == std::size(kAllCounters));
+  std::set<std::string_view> keys;
+  for (Counter c : kAllCounters) keys.insert(counterKey(c));
+  CHECK(keys.size() == kCounterCount);
+  CHECK(counterKey(Counter::QueuedTotal) == "queued_total");
+  CHECK(counterKey(Counter::SlotsReclaimedTotal) == "slots_reclaimed_total");
+
+  auto s = makeSegment();
+  uint64_t n = 1;
+  for (Counter c : kAllCounters) s->stats().count(c, n++);
+  const StatsSnapshot st = s->stats().snapshot();
+  n = 1;
+  for (Counter c : kAllCounters) CHECK(st.counter(c) == n++);
+  CHECK(st.queued_total == 1);  // the field and counter() are the same storage
+  CHECK(st.slots_reclaimed_total == kCounterCount);
 }
