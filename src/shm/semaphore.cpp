@@ -2,7 +2,9 @@
 #include "shm/semaphore.h"
 
 #include <bit>
+#include <cstdlib>
 
+#include "common/log.h"
 #include "shm/layout.h"
 #include "shm/worker_slots.h"
 
@@ -11,6 +13,14 @@ namespace concert::shm {
 namespace {
 
 constexpr int kAcquireTries = 8;
+
+// A slot's counter only goes below 0 after a release without its acquire
+// (semaphore.h): the ledger is wrong, and nothing after that can be trusted.
+[[noreturn]] __attribute__((cold)) void negativeCount(const char* name, WorkerSlot slot, int64_t held) {
+  LOG_ERROR("shm: broken invariant: %s semaphore count of slot %u is %lld < 0 (a release without its acquire)", name,
+            slot, static_cast<long long>(held));
+  std::abort();
+}
 
 }  // namespace
 
@@ -23,16 +33,14 @@ Semaphore::Semaphore(Layout& layout, WorkerSlots& slots, std::atomic<int64_t> Sl
       utilization_(utilization),
       name_(name) {}
 
-int64_t Semaphore::sum() const {
-  int64_t total = 0;
-  for (uint32_t s = 0; s < layout_->geometry.worker_slots; ++s)
-    total += (layout_->slots[s].*counter_).load(std::memory_order_seq_cst);
-  return total;
-}
-
 int64_t Semaphore::occupancy() const {
-  const int64_t total = sum();
-  return total < 0 ? 0 : total;
+  int64_t total = 0;
+  for (uint32_t s = 0; s < layout_->geometry.worker_slots; ++s) {
+    const int64_t held = (layout_->slots[s].*counter_).load(std::memory_order_seq_cst);
+    if (held < 0) negativeCount(name_, s, held);
+    total += held;
+  }
+  return total;
 }
 
 bool Semaphore::tryAcquire(WorkerSlot slot) {
@@ -40,7 +48,7 @@ bool Semaphore::tryAcquire(WorkerSlot slot) {
   bool room_left = false;
   for (int attempt = 0; attempt < kAcquireTries; ++attempt) {
     own.fetch_add(1, std::memory_order_seq_cst);
-    const int64_t total = sum();
+    const int64_t total = occupancy();
     const int64_t limit = cap_->load(std::memory_order_seq_cst);
     if (total <= limit) {
       updateUtilization();
@@ -48,7 +56,7 @@ bool Semaphore::tryAcquire(WorkerSlot slot) {
     }
     own.fetch_sub(1, std::memory_order_seq_cst);
     // Without our reservation: if the others alone fill the cap, it is full.
-    if (sum() >= limit) break;
+    if (occupancy() >= limit) break;
     room_left = true;
     for (int i = 0; i <= attempt; ++i) cpuRelax();
   }

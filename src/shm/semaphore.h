@@ -7,6 +7,10 @@
 //
 // Who writes: a slot's counter only by its own worker (+1 to try, -1 to back
 // off or release), and by the master in reclaim, after that worker is dead.
+// A slot's counter is therefore never below 0, nor is the sum. A negative
+// count is a broken invariant (a release without its acquire): reading it
+// (occupancy(), and so every acquire and release) logs it and aborts the
+// process rather than clamp the sum to 0 and hide it.
 //
 // tryAcquire increments its own slot's counter first, then sums every slot
 // (sequentially consistent, Dekker-style): if the sum exceeds the cap it
@@ -41,7 +45,7 @@ class Semaphore : protected Handle {
   bool tryAcquire(WorkerSlot slot);  // false: occupancy >= cap (the cap may have shrunk)
   void release(WorkerSlot slot);     // wakes this semaphore's waiters
   int32_t cap() const;
-  int64_t occupancy() const;  // held over every slot, floored at 0
+  int64_t occupancy() const;  // held over every slot
 
  protected:
   friend class Segment;
@@ -56,19 +60,19 @@ class Semaphore : protected Handle {
  private:
   // Master, the slot's process reaped: zero its counter, return what it held.
   int64_t reclaim(WorkerSlot slot);
-  int64_t sum() const;  // over every slot, as read
   void updateUtilization();
 
   std::atomic<int64_t> SlotRecord::*counter_;
   std::atomic<uint64_t>* utilization_;
-  const char* name_;  // "page" or "asset"
+  const char* name_;  // "page" or "asset", for the broken-invariant message
 };
 
 // The page semaphore: the cap can change at run time.
 class PageSemaphore final : public Semaphore {
  public:
   // Runtime cap (POST /_room/cap, reload). Never lets occupancy pass the new
-  // cap: in-flight keeps its slots, new acquisitions wait. Growing wakes waiters.
+  // cap: in-flight keeps its slots, new acquisitions wait. Growing wakes
+  // waiters.
   void setCap(int32_t cap);
 
   // The cap the configuration asked for when the runtime cap was last set by

@@ -1,6 +1,10 @@
 // Page and asset semaphores: caps across slots, runtime grow/shrink, wake-ups.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <string>
 
 #include "shm/segment.h"
 
@@ -146,4 +150,40 @@ TEST_CASE("smoothed utilization stays in [0, 1] and follows occupancy") {
   }
   CHECK(s->stats().snapshot().utilization < busy);
   CHECK(s->stats().snapshot().utilization >= 0.0);
+}
+
+TEST_CASE("a release without its acquire is a broken invariant: the process says so and aborts") {
+  for (const bool asset : {false, true}) {
+    CAPTURE(asset);
+    auto s = makeSegment(2);
+    REQUIRE(s->pages().tryAcquire(0));
+    REQUIRE(s->assets().tryAcquire(0));
+    int err[2];
+    REQUIRE(pipe(err) == 0);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      std::signal(SIGABRT, SIG_DFL);  // doctest's crash report belongs to the parent
+      dup2(err[1], STDERR_FILENO);    // the error log line goes to the parent
+      // Slot 1 never acquired: its count goes below zero (the sum would not yet).
+      if (asset) {
+        s->assets().release(1);
+        (void)s->assets().occupancy();
+      } else {
+        s->pages().release(1);  // its utilization update reads the occupancy
+      }
+      _exit(0);
+    }
+    close(err[1]);
+    std::string said;
+    char buf[512];
+    for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
+    close(err[0]);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGABRT);
+    CHECK(said.find(asset ? "broken invariant: asset semaphore count of slot 1 is -1"
+                          : "broken invariant: page semaphore count of slot 1 is -1") != std::string::npos);
+  }
 }
