@@ -46,8 +46,10 @@
 
 namespace concert::shm {
 
-class PassTable : Handle {
+class PassTable final : public Handle {
  public:
+  using Handle::Handle;
+
   // One more request of pass `id` over `proto`, at most `cap` at once for
   // the pass and protocol. On Acquired `*hold` names the hold to release.
   PassAcquire tryAcquire(const uint8_t id[16], PassProto proto, int32_t cap, WorkerSlot slot, Millis now,
@@ -58,11 +60,7 @@ class PassTable : Handle {
   int64_t sweep(Millis now, Millis idle);
 
  private:
-  friend class Segment;
-  using Handle::Handle;
-  // Master, the slot's process reaped: zero its cells, undo a creation it
-  // left half-done, free a lock it held. Returns the holds it had.
-  int64_t reclaim(WorkerSlot slot);
+  int64_t reclaim(WorkerSlot slot) override;  // its cells, its Creating entry, its lock
 };
 
 }  // namespace concert::shm

@@ -165,11 +165,12 @@ size_t Segment::bytes() const {
 
 // ---------------------------------------------------------------- reclaim
 ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
+  auto reclaim = [slot](Handle& part) { return part.reclaim(slot); };
   ReclaimReport report;
-  report.page_slots = pages_.reclaim(slot);
-  report.asset_slots = assets_.reclaim(slot);
-  report.tickets_finished = tickets_.reclaim(slot);
-  report.pass_holds = passes_.reclaim(slot);
+  report.page_slots = reclaim(pages_);
+  report.asset_slots = reclaim(assets_);
+  report.tickets_finished = reclaim(tickets_);
+  report.pass_holds = reclaim(passes_);
   slots_.reclaim(slot);  // last: the slot is free once everything it held is back
   const int64_t total = report.total();
   if (total > 0) stats_.count(Counter::SlotsReclaimedTotal, static_cast<uint64_t>(total));

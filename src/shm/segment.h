@@ -13,7 +13,8 @@
 //   passes()   per-pass asset holds                         pass_table.h
 //   slots()    worker slots, heartbeats and wake-ups        worker_slots.h
 //   stats()    counters, generation, the stats snapshot     stats.h
-// and the value types they take and return are in types.h.
+// The value types they take and return are in types.h; what every handle
+// holds, and its duty towards a dead worker (reclaim), in handle.h.
 //
 // Crash safety is the organising rule. A worker can be SIGKILLed between any
 // two instructions; whatever it held must be recoverable by the master from

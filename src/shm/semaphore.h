@@ -40,7 +40,7 @@ namespace concert::shm {
 
 struct SlotRecord;
 
-class Semaphore : protected Handle {
+class Semaphore : public Handle {
  public:
   bool tryAcquire(WorkerSlot slot);  // false: occupancy >= cap (the cap may have shrunk)
   void release(WorkerSlot slot);     // wakes this semaphore's waiters
@@ -58,8 +58,7 @@ class Semaphore : protected Handle {
   Resource resource_;
 
  private:
-  // Master, the slot's process reaped: zero its counter, return what it held.
-  int64_t reclaim(WorkerSlot slot);
+  int64_t reclaim(WorkerSlot slot) override;  // zeroes the slot's counter
   void updateUtilization();
 
   std::atomic<int64_t> SlotRecord::*counter_;
@@ -71,8 +70,7 @@ class Semaphore : protected Handle {
 class PageSemaphore final : public Semaphore {
  public:
   // Runtime cap (POST /_room/cap, reload). Never lets occupancy pass the new
-  // cap: in-flight keeps its slots, new acquisitions wait. Growing wakes
-  // waiters.
+  // cap: in-flight keeps its slots, new acquisitions wait. Growing wakes waiters.
   void setCap(int32_t cap);
 
   // The cap the configuration asked for when the runtime cap was last set by

@@ -63,8 +63,10 @@
 
 namespace concert::shm {
 
-class TicketRing : Handle {
+class TicketRing final : public Handle {
  public:
+  using Handle::Handle;
+
   // A new arrival. Applies the breaker first (max_queue > 0 and either
   // queueDepth() >= max_queue or liveQueueDepth() >= max_queue). On Ready the
   // ticket is already claimed for `slot` (in flight, owned by slot); the caller
@@ -111,11 +113,7 @@ class TicketRing : Handle {
   int64_t reapExpired(Millis now, Millis ttl);
 
  private:
-  friend class Segment;
-  using Handle::Handle;
-  // Master, the slot's process reaped: finish every Reserved or InFlight
-  // ticket it owned and resync the bitmaps. Returns how many it finished.
-  int64_t reclaim(WorkerSlot slot);
+  int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved/InFlight tickets
 };
 
 }  // namespace concert::shm
