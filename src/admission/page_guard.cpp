@@ -7,7 +7,7 @@
 //     │  (known, waiting: queued)                    │
 //     │  (new arrival: issue → Ready)────────────────┤
 //     │  (issue → Queued: queued)                    ▼
-//     │  (issue → Breaker/RingFull: 503)        tryAcquirePage
+//     │  (issue → Breaker/RingFull: 503)        pages().tryAcquire
 //     ▼                                           │ ok            │ none (cap shrank, race)
 //   Done (responded)                            Holding      WaitingForSlot ──deadline──▶ 503
 //     (concert_admit issued or slid on Proceed)     │              │ slot freed (eventfd)
@@ -15,7 +15,7 @@
 //                                      release(): ticket finished, page slot back
 //
 //   queued: -queue-hold 0 (or the worker drains) → Done: 200 page / 429 JSON
-//           -queue-hold > 0 → Held ──(ticket ready: claim)──▶ tryAcquirePage
+//           -queue-hold > 0 → Held ──(ticket ready: claim)──▶ pages().tryAcquire
 //                               │ (ticket gone: issue again, as a new arrival)
 //                               └──hold deadline──▶ Done: 200 page / 429 JSON
 //
@@ -98,7 +98,7 @@ class PageGuard final : public RequestGuard {
     // reference's EventTimeout (§1.3 step 4).
     if (state_ == State::WaitingForSlot) giveUpSlot();
     // The ticket finishes before the page slot is returned, so the wake-up
-    // releasePage() sends finds the window already moved: a held ticket that
+    // pages().release() sends finds the window already moved: a held ticket that
     // this made ready is admitted on that wake-up, not on the fallback timer.
     const bool finished = finishTicket();
     if (holding_page_) {

@@ -15,7 +15,7 @@
 // A Running worker that dies is counted (worker_restarts_total) and replaced;
 // one that dies within a second of its start delays the next start (0.1 s,
 // doubling to 10 s) so a worker that cannot start is not a fork loop.
-// The child, not the master, calls slotStarted() before it serves: that call
+// The child, not the master, calls slots().started() before it serves: that call
 // resets the slot's ledger, and only the child can order it before its own
 // first acquisition. It registers with heartbeat 0; the worker's first
 // heartbeat (sent once its event loop and listeners are set up) marks it

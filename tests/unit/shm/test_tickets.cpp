@@ -308,7 +308,7 @@ TEST_CASE("touch keeps a waiting ticket seen without stamping the cookie time, a
   CHECK(s->tickets().touch(q.cookie, 1000 + 3 * kTtl, kTtl).state == TicketState::Unknown);
 }
 
-TEST_CASE("every path that finishes a waiting ticket wakes PageSlot waiters; finish leaves it to releasePage") {
+TEST_CASE("every path that finishes a waiting ticket wakes PageSlot waiters; finish leaves it to the page release") {
   auto s = makeSegment(1);
   uint64_t value = 0;
   auto woken = [&] {
