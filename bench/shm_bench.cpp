@@ -65,11 +65,11 @@ uint8_t passId(int n, int byte) {
 // The contenders' ticket work: a fast-path admission, or a visitor who
 // leaves at once when queued, so nothing piles up in the ring.
 void issueFinish(Segment& s, WorkerSlot slot) {
-  const Issued issued = s.issue(slot, 0, 0);
+  const Issued issued = s.tickets().issue(slot, 0, 0);
   if (issued.outcome == IssueOutcome::Ready) {
-    s.finish(issued.cookie.ticket, slot);
+    s.tickets().finish(issued.cookie.ticket, slot);
   } else if (issued.outcome == IssueOutcome::Queued) {
-    s.retire(issued.cookie.ticket, false);
+    s.tickets().retire(issued.cookie.ticket, false);
   }
 }
 
@@ -90,12 +90,12 @@ void BM_IssueQueued(benchmark::State& state) {
   auto fresh = [&] {
     other.reset();
     s = Segment::create(geometry(kRing), 1, 100);
-    s->issue(0, 0, 0);
+    s->tickets().issue(0, 0, 0);
     if (state.range(0)) other = std::make_unique<Contender>([&s] { issueFinish(*s, 1); });
   };
   fresh();
   for (auto _ : state) {
-    const Issued i = s->issue(0, 0, 0);
+    const Issued i = s->tickets().issue(0, 0, 0);
     benchmark::DoNotOptimize(i);
     if (i.outcome != IssueOutcome::Queued || i.cookie.ticket > kRing / 2) {
       state.PauseTiming();
@@ -114,12 +114,12 @@ void BM_ClaimFinish(benchmark::State& state) {
   if (state.range(0)) other = std::make_unique<Contender>([&s] { issueFinish(*s, 1); });
   std::vector<TicketCookie> cookies;
   auto refill = [&] {
-    s->setPageCap(1);
+    s->pages().setCap(1);
     cookies.clear();
-    const Issued head = s->issue(0, 0, 0);  // in flight ahead: the rest queue
-    for (int i = 0; i < kBatch; ++i) cookies.push_back(s->issue(0, 0, 0).cookie);
-    s->retire(head.cookie.ticket, false);
-    s->setPageCap(1 << 30);
+    const Issued head = s->tickets().issue(0, 0, 0);  // in flight ahead: the rest queue
+    for (int i = 0; i < kBatch; ++i) cookies.push_back(s->tickets().issue(0, 0, 0).cookie);
+    s->tickets().retire(head.cookie.ticket, false);
+    s->pages().setCap(1 << 30);
   };
   refill();
   size_t next = 0;
@@ -131,7 +131,7 @@ void BM_ClaimFinish(benchmark::State& state) {
       state.ResumeTiming();
     }
     const TicketCookie& c = cookies[next++];
-    if (s->claim(c, 0)) s->finish(c.ticket, 0);
+    if (s->tickets().claim(c, 0)) s->tickets().finish(c.ticket, 0);
   }
 }
 BENCHMARK(BM_ClaimFinish)->Arg(0)->Arg(1)->ArgName("contended");
@@ -139,25 +139,26 @@ BENCHMARK(BM_ClaimFinish)->Arg(0)->Arg(1)->ArgName("contended");
 void BM_PollMillionWaiting(benchmark::State& state) {
   constexpr int kWaiting = 1000000;
   auto s = Segment::create(computeGeometry(kWaiting, 500, 2, 1024), 500, 100);
-  for (int i = 0; i < 500; ++i) s->issue(0, 0, 0);  // the window, in flight
+  for (int i = 0; i < 500; ++i) s->tickets().issue(0, 0, 0);  // the window, in flight
   std::vector<TicketCookie> cookies;
   cookies.reserve(kWaiting);
-  for (int i = 0; i < kWaiting; ++i) cookies.push_back(s->issue(0, 0, 0).cookie);
+  for (int i = 0; i < kWaiting; ++i) cookies.push_back(s->tickets().issue(0, 0, 0).cookie);
   // Scatter some finished tickets through the line, as abandoned visitors do.
-  for (int i = 0; i < kWaiting; i += 97) s->retire(cookies[i].ticket, false);
+  for (int i = 0; i < kWaiting; i += 97) s->tickets().retire(cookies[i].ticket, false);
   std::unique_ptr<Contender> other;
   std::mt19937_64 other_rng(2);
-  if (state.range(0)) other = std::make_unique<Contender>([&] { s->poll(cookies[other_rng() % kWaiting], 0, kTtl); });
+  if (state.range(0))
+    other = std::make_unique<Contender>([&] { s->tickets().poll(cookies[other_rng() % kWaiting], 0, kTtl); });
   std::mt19937_64 rng(1);
   Millis now = 0;
   int64_t positions = 0;
   for (auto _ : state) {
     now += 7;  // mostly rate-limited polls; the position is computed either way
-    const TicketView v = s->poll(cookies[rng() % kWaiting], now % 100000, kTtl);
+    const TicketView v = s->tickets().poll(cookies[rng() % kWaiting], now % 100000, kTtl);
     positions += v.position;
   }
   benchmark::DoNotOptimize(positions);
-  state.counters["queue_depth"] = static_cast<double>(s->queueDepth());
+  state.counters["queue_depth"] = static_cast<double>(s->tickets().queueDepth());
 }
 BENCHMARK(BM_PollMillionWaiting)->Arg(0)->Arg(1)->ArgName("contended");
 
@@ -167,10 +168,10 @@ void BM_PageAcquireRelease(benchmark::State& state) {
   std::unique_ptr<Contender> other;
   if (state.range(0))
     other = std::make_unique<Contender>([&s] {
-      if (s->tryAcquirePage(1)) s->releasePage(1);
+      if (s->pages().tryAcquire(1)) s->pages().release(1);
     });
   for (auto _ : state)
-    if (s->tryAcquirePage(0)) s->releasePage(0);
+    if (s->pages().tryAcquire(0)) s->pages().release(0);
 }
 BENCHMARK(BM_PageAcquireRelease)->Arg(0)->Arg(1)->ArgName("contended");
 
@@ -179,10 +180,10 @@ void BM_AssetAcquireRelease(benchmark::State& state) {
   std::unique_ptr<Contender> other;
   if (state.range(0))
     other = std::make_unique<Contender>([&s] {
-      if (s->tryAcquireAsset(1)) s->releaseAsset(1);
+      if (s->assets().tryAcquire(1)) s->assets().release(1);
     });
   for (auto _ : state)
-    if (s->tryAcquireAsset(0)) s->releaseAsset(0);
+    if (s->assets().tryAcquire(0)) s->assets().release(0);
 }
 BENCHMARK(BM_AssetAcquireRelease)->Arg(0)->Arg(1)->ArgName("contended");
 
@@ -195,22 +196,23 @@ void BM_PassAcquireRelease(benchmark::State& state) {
     for (int b = 0; b < 16; ++b) ids[n][b] = passId(n, b);
     std::memcpy(ids[n].data(), &n, sizeof(n));
     PassHold h;
-    s->tryAcquirePass(ids[n].data(), PassProto::H1, 8, 0, 0, &h);
-    s->releasePass(h, 0, 0);
+    s->passes().tryAcquire(ids[n].data(), PassProto::H1, 8, 0, 0, &h);
+    s->passes().release(h, 0, 0);
   }
   std::unique_ptr<Contender> other;
   std::mt19937 other_rng(2);
   if (state.range(0))
     other = std::make_unique<Contender>([&] {
       PassHold h;
-      if (s->tryAcquirePass(ids[other_rng() % kPasses].data(), PassProto::H1, 8, 1, 0, &h) == PassAcquire::Acquired)
-        s->releasePass(h, 1, 0);
+      if (s->passes().tryAcquire(ids[other_rng() % kPasses].data(), PassProto::H1, 8, 1, 0, &h) ==
+          PassAcquire::Acquired)
+        s->passes().release(h, 1, 0);
     });
   std::mt19937 rng(1);
   for (auto _ : state) {
     PassHold h;
-    if (s->tryAcquirePass(ids[rng() % kPasses].data(), PassProto::H1, 8, 0, 0, &h) == PassAcquire::Acquired)
-      s->releasePass(h, 0, 0);
+    if (s->passes().tryAcquire(ids[rng() % kPasses].data(), PassProto::H1, 8, 0, 0, &h) == PassAcquire::Acquired)
+      s->passes().release(h, 0, 0);
   }
 }
 BENCHMARK(BM_PassAcquireRelease)->Arg(0)->Arg(1)->ArgName("contended");

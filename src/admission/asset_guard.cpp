@@ -61,13 +61,13 @@ class AssetGuard final : public RequestGuard {
     http::LocalResponse r;
     if (state_ == State::WaitingPass) {
       waiters_.unpark(shm::Resource::PassSlot);
-      segment().count(shm::Counter::AssetUserThrottledTotal);
+      segment().stats().count(shm::Counter::AssetUserThrottledTotal);
       r = emptyResponse(429, 1);
     } else {
       // Only a parked request has a deadline; WaitingGlobal is the other case.
       if (state_ == State::WaitingGlobal) {
         waiters_.unpark(shm::Resource::AssetSlot);
-        segment().count(shm::Counter::AssetGlobalThrottledTotal);
+        segment().stats().count(shm::Counter::AssetGlobalThrottledTotal);
       }
       r = emptyResponse(503, 1);
     }
@@ -100,7 +100,7 @@ class AssetGuard final : public RequestGuard {
     std::optional<AdmitPass> pass =
         presented ? verifyPass(config_.admit_secret, *presented, unix_now) : std::nullopt;
     if (!pass) {
-      segment().count(shm::Counter::AssetDeniedTotal);
+      segment().stats().count(shm::Counter::AssetDeniedTotal);
       return respond(emptyResponse(403));
     }
     pass_id_ = pass->id;
@@ -114,7 +114,7 @@ class AssetGuard final : public RequestGuard {
   }
 
   shm::PassAcquire acquirePass(Millis now) {
-    return segment().tryAcquirePass(pass_id_.data(), proto_, passCap(), context_.slot, now, &hold_);
+    return segment().passes().tryAcquire(pass_id_.data(), proto_, passCap(), context_.slot, now, &hold_);
   }
 
   Admission tryPass(Millis now) {
@@ -143,7 +143,7 @@ class AssetGuard final : public RequestGuard {
     switch (result) {
       case shm::PassAcquire::Acquired: return tryGlobal(now);
       case shm::PassAcquire::AtCap:
-        segment().count(shm::Counter::AssetUserThrottledTotal);
+        segment().stats().count(shm::Counter::AssetUserThrottledTotal);
         return respond(emptyResponse(429, 1));
       case shm::PassAcquire::TableFull: break;
     }
@@ -151,9 +151,9 @@ class AssetGuard final : public RequestGuard {
   }
 
   Admission tryGlobal(Millis now) {
-    if (segment().tryAcquireAsset(context_.slot)) return served();
+    if (segment().assets().tryAcquire(context_.slot)) return served();
     waiters_.park(shm::Resource::AssetSlot);
-    if (segment().tryAcquireAsset(context_.slot)) {
+    if (segment().assets().tryAcquire(context_.slot)) {
       waiters_.unpark(shm::Resource::AssetSlot);
       return served();
     }
@@ -163,13 +163,13 @@ class AssetGuard final : public RequestGuard {
       return wait();
     }
     waiters_.unpark(shm::Resource::AssetSlot);
-    segment().count(shm::Counter::AssetGlobalThrottledTotal);
+    segment().stats().count(shm::Counter::AssetGlobalThrottledTotal);
     releaseHolds();
     return respond(emptyResponse(503, 1));
   }
 
   Admission retryGlobal(Millis) {
-    if (!segment().tryAcquireAsset(context_.slot)) return wait();
+    if (!segment().assets().tryAcquire(context_.slot)) return wait();
     waiters_.unpark(shm::Resource::AssetSlot);
     return served();
   }
@@ -178,7 +178,7 @@ class AssetGuard final : public RequestGuard {
     holding_asset_ = true;
     state_ = State::Holding;
     outcome_ = Outcome::Admitted;
-    segment().count(shm::Counter::AssetServedTotal);
+    segment().stats().count(shm::Counter::AssetServedTotal);
     return proceed();
   }
 
@@ -214,10 +214,10 @@ class AssetGuard final : public RequestGuard {
   void releaseHolds() {
     if (holding_asset_) {
       holding_asset_ = false;
-      segment().releaseAsset(context_.slot);
+      segment().assets().release(context_.slot);
     }
     if (hold_.valid()) {
-      segment().releasePass(hold_, context_.slot, monotonicMs());
+      segment().passes().release(hold_, context_.slot, monotonicMs());
       hold_ = shm::PassHold{};
     }
   }

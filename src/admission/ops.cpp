@@ -3,9 +3,15 @@
 //
 // Every number comes from the shared segment, so the answer is the same
 // whichever worker's connection it lands on. The only write is the runtime
-// page cap (Segment::setPageCap), which the segment applies atomically for
-// every worker; it stays until a reload changes `cap` in the configuration.
+// page cap (shm::PageSemaphore::setCap), which the segment applies atomically
+// for every worker; it stays until a reload changes `cap` in the configuration.
 #include <openssl/crypto.h>
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include "common/json.h"
 #include "common/log.h"
@@ -33,37 +39,32 @@ http::LocalResponse handleHealthz(const AdmissionContext&, const http::Request&)
 
 http::LocalResponse handleStats(const AdmissionContext& context, const http::Request&) {
   const config::Config& config = *context.config;
-  shm::StatsSnapshot s = context.segment->snapshot();
-  // Keys in sorted order, as Go's encoding/json writes a map.
+  shm::StatsSnapshot s = context.segment->stats().snapshot();
+  // Every counter of the table (shm/counters.h) under its key, and the
+  // gauges and settings below; keys in sorted order, as Go's encoding/json
+  // writes a map.
+  using Value = std::variant<int64_t, uint64_t, double, std::string>;
+  std::vector<std::pair<std::string_view, Value>> fields = {
+      {"asset_cap", int64_t{s.asset_cap}},
+      {"asset_in_flight", s.asset_in_flight},
+      {"asset_user_cap_h1", int64_t{config.asset_user_cap_h1}},
+      {"asset_user_cap_h2", int64_t{config.asset_user_cap_h2}},
+      {"asset_users", s.asset_users},
+      {"cap", int64_t{s.cap}},
+      {"generation", uint64_t{s.generation}},
+      {"live_queue_depth", s.live_queue_depth},
+      {"max_queue_depth", config.max_queue},
+      {"occupancy", s.occupancy},
+      {"queue_depth", s.queue_depth},
+      {"token_ttl", config::goDurationString(config.token_ttl)},
+      {"upstream", config.upstream.raw},
+      {"utilization", s.utilization},
+      {"workers", uint64_t{s.workers}},
+  };
+  for (shm::Counter c : shm::kAllCounters) fields.emplace_back(shm::counterKey(c), s.counter(c));
+  std::sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   common::JsonObject body;
-  body.add("asset_cap", static_cast<int64_t>(s.asset_cap))
-      .add("asset_denied_total", s.asset_denied_total)
-      .add("asset_global_throttled_total", s.asset_global_throttled_total)
-      .add("asset_in_flight", s.asset_in_flight)
-      .add("asset_served_total", s.asset_served_total)
-      .add("asset_user_cap_h1", static_cast<int64_t>(config.asset_user_cap_h1))
-      .add("asset_user_cap_h2", static_cast<int64_t>(config.asset_user_cap_h2))
-      .add("asset_user_throttled_total", s.asset_user_throttled_total)
-      .add("asset_users", s.asset_users)
-      .add("cap", static_cast<int64_t>(s.cap))
-      .add("evicted_total", s.evicted_total)
-      .add("generation", s.generation)
-      .add("live_queue_depth", s.live_queue_depth)
-      .add("max_queue_depth", config.max_queue)
-      .add("occupancy", s.occupancy)
-      .add("pass_table_full_total", s.pass_table_full_total)
-      .add("promoted_total", s.promoted_total)
-      .add("queue_depth", s.queue_depth)
-      .add("queued_total", s.queued_total)
-      .add("reloads_total", s.reloads_total)
-      .add("ring_full_total", s.ring_full_total)
-      .add("slots_reclaimed_total", s.slots_reclaimed_total)
-      .add("timeouts_total", s.timeouts_total)
-      .add("token_ttl", config::goDurationString(config.token_ttl))
-      .add("upstream", config.upstream.raw)
-      .add("utilization", s.utilization)
-      .add("worker_restarts_total", s.worker_restarts_total)
-      .add("workers", s.workers);
+  for (const auto& [key, value] : fields) std::visit([&body, key](const auto& v) { body.add(key, v); }, value);
   return jsonResponse(200, body.str());
 }
 
@@ -82,11 +83,11 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
     std::string message = "room: invalid capacity " + std::to_string(parsed.cap) + ": must be >= 1";
     return jsonResponse(400, common::JsonObject().add("error", message).str());
   }
-  context.segment->setPageCap(parsed.cap);
+  context.segment->pages().setCap(parsed.cap);
   LOG_INFO("page cap set to %d via /_room/cap", parsed.cap);
   return jsonResponse(200, common::JsonObject()
                                .add("cap", static_cast<int64_t>(parsed.cap))
-                               .add("occupancy", context.segment->pageOccupancy())
+                               .add("occupancy", context.segment->pages().occupancy())
                                .str());
 }
 

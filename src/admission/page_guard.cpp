@@ -7,7 +7,7 @@
 //     │  (known, waiting: queued)                    │
 //     │  (new arrival: issue → Ready)────────────────┤
 //     │  (issue → Queued: queued)                    ▼
-//     │  (issue → Breaker/RingFull: 503)        tryAcquirePage
+//     │  (issue → Breaker/RingFull: 503)        pages().tryAcquire
 //     ▼                                           │ ok            │ none (cap shrank, race)
 //   Done (responded)                            Holding      WaitingForSlot ──deadline──▶ 503
 //     (concert_admit issued or slid on Proceed)     │              │ slot freed (eventfd)
@@ -15,7 +15,7 @@
 //                                      release(): ticket finished, page slot back
 //
 //   queued: -queue-hold 0 (or the worker drains) → Done: 200 page / 429 JSON
-//           -queue-hold > 0 → Held ──(ticket ready: claim)──▶ tryAcquirePage
+//           -queue-hold > 0 → Held ──(ticket ready: claim)──▶ pages().tryAcquire
 //                               │ (ticket gone: issue again, as a new arrival)
 //                               └──hold deadline──▶ Done: 200 page / 429 JSON
 //
@@ -92,23 +92,23 @@ class PageGuard final : public RequestGuard {
     // instead of blocking everyone behind it until the reaper finds it.
     if (state_ == State::Held) {
       leaveHold();
-      if (!cookie_presented_) segment().retire(cookie_.ticket, true);
+      if (!cookie_presented_) segment().tickets().retire(cookie_.ticket, true);
     }
     // The client went away while its ready ticket waited for a slot: the
     // reference's EventTimeout (§1.3 step 4).
     if (state_ == State::WaitingForSlot) giveUpSlot();
     // The ticket finishes before the page slot is returned, so the wake-up
-    // releasePage() sends finds the window already moved: a held ticket that
+    // pages().release() sends finds the window already moved: a held ticket that
     // this made ready is admitted on that wake-up, not on the fallback timer.
     const bool finished = finishTicket();
     if (holding_page_) {
       holding_page_ = false;
       // Edge-triggered like the original: only the full -> not-full step logs.
-      bool was_full = segment().pageOccupancy() == segment().pageCap();
-      segment().releasePage(context_.slot);
+      bool was_full = segment().pages().occupancy() == segment().pages().cap();
+      segment().pages().release(context_.slot);
       if (was_full) logEdge("draining");
     } else if (finished) {
-      segment().wake(shm::Resource::PageSlot);
+      segment().slots().wake(shm::Resource::PageSlot);
     }
     state_ = State::Done;
   }
@@ -124,13 +124,13 @@ class PageGuard final : public RequestGuard {
     std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
     std::optional<shm::TicketCookie> cookie = value ? decodeTicketCookie(*value) : std::nullopt;
     if (cookie) {
-      if (segment().claim(*cookie, context_.slot)) return takeSlot(cookie->ticket, request, now);
+      if (segment().tickets().claim(*cookie, context_.slot)) return takeSlot(cookie->ticket, request, now);
       // A request about to be held sends no cookie now: touch, not render.
-      shm::TicketView view = holds() ? segment().touch(*cookie, now, config_.token_ttl)
-                                     : segment().render(*cookie, now, config_.token_ttl);
+      shm::TicketView view = holds() ? segment().tickets().touch(*cookie, now, config_.token_ttl)
+                                     : segment().tickets().render(*cookie, now, config_.token_ttl);
       if (view.state == shm::TicketState::Waiting) return queued(request, *cookie, view.position, now, true);
       // Ready here means it turned ready between claim and render: one more try.
-      if (view.state == shm::TicketState::Ready && segment().claim(*cookie, context_.slot))
+      if (view.state == shm::TicketState::Ready && segment().tickets().claim(*cookie, context_.slot))
         return takeSlot(cookie->ticket, request, now);
       // Unknown, expired, or claimed by a concurrent reload: a new arrival.
     }
@@ -139,7 +139,7 @@ class PageGuard final : public RequestGuard {
 
   // A new arrival: the fast path, a waiting ticket, or the breaker.
   Admission arrive(const http::Request& request, Millis now) {
-    shm::Issued issued = segment().issue(context_.slot, config_.max_queue, now);
+    shm::Issued issued = segment().tickets().issue(context_.slot, config_.max_queue, now);
     switch (issued.outcome) {
       case shm::IssueOutcome::Ready: return takeSlot(issued.cookie.ticket, request, now);
       case shm::IssueOutcome::Queued: return queued(request, issued.cookie, issued.position, now, false);
@@ -171,14 +171,14 @@ class PageGuard final : public RequestGuard {
   // takes it while held) and claim it once it is ready.
   Admission retryHold(const http::Request& request, Millis now) {
     if (waiters_.draining()) return holdExpired(request, now);
-    shm::TicketView view = segment().touch(cookie_, now, config_.token_ttl);
+    shm::TicketView view = segment().tickets().touch(cookie_, now, config_.token_ttl);
     if (view.state == shm::TicketState::Ready) {
-      if (segment().claim(cookie_, context_.slot)) {
+      if (segment().tickets().claim(cookie_, context_.slot)) {
         Admission a = takeSlot(cookie_.ticket, request, now);
         leaveHold();
         return a;
       }
-      view = segment().touch(cookie_, now, config_.token_ttl);  // it changed under us: look again
+      view = segment().tickets().touch(cookie_, now, config_.token_ttl);  // it changed under us: look again
     }
     if (view.state == shm::TicketState::Waiting || view.state == shm::TicketState::Ready) {
       if (view.state == shm::TicketState::Waiting) position_ = view.position;
@@ -187,7 +187,7 @@ class PageGuard final : public RequestGuard {
     // The ticket is gone (another request with the same cookie claimed it,
     // or it expired): a new arrival at the back, as without the hold, still
     // within the same hold deadline.
-    shm::Issued issued = segment().issue(context_.slot, config_.max_queue, now);
+    shm::Issued issued = segment().tickets().issue(context_.slot, config_.max_queue, now);
     switch (issued.outcome) {
       case shm::IssueOutcome::Ready: {
         Admission a = takeSlot(issued.cookie.ticket, request, now);
@@ -220,7 +220,7 @@ class PageGuard final : public RequestGuard {
   // cookies that keep the visitor's place. The ticket stays in line.
   Admission holdExpired(const http::Request& request, Millis now) {
     leaveHold();
-    shm::TicketView view = segment().render(cookie_, now, config_.token_ttl);
+    shm::TicketView view = segment().tickets().render(cookie_, now, config_.token_ttl);
     if (view.state == shm::TicketState::Waiting) position_ = view.position;
     return waiting(request, cookie_, position_);
   }
@@ -230,10 +230,10 @@ class PageGuard final : public RequestGuard {
   Admission takeSlot(uint64_t ticket, const http::Request& request, Millis now) {
     ticket_ = ticket;
     ticket_in_flight_ = true;
-    if (segment().tryAcquirePage(context_.slot)) return admitted(request);
+    if (segment().pages().tryAcquire(context_.slot)) return admitted(request);
     // Register before retrying, so a release between the two cannot be missed.
     waiters_.park(shm::Resource::PageSlot);
-    if (segment().tryAcquirePage(context_.slot)) {
+    if (segment().pages().tryAcquire(context_.slot)) {
       waiters_.unpark(shm::Resource::PageSlot);
       return admitted(request);
     }
@@ -251,7 +251,7 @@ class PageGuard final : public RequestGuard {
   }
 
   Admission retrySlot(const http::Request& request, Millis) {
-    if (segment().tryAcquirePage(context_.slot)) {
+    if (segment().pages().tryAcquire(context_.slot)) {
       waiters_.unpark(shm::Resource::PageSlot);
       return admitted(request);
     }
@@ -262,7 +262,7 @@ class PageGuard final : public RequestGuard {
     holding_page_ = true;
     state_ = State::Holding;
     outcome_ = Outcome::Admitted;
-    if (segment().pageOccupancy() == segment().pageCap()) logEdge("upstream saturated");
+    if (segment().pages().occupancy() == segment().pages().cap()) logEdge("upstream saturated");
     // §3.3: issue or slide the concert_admit pass before proxying, so it is
     // present even when the origin then fails.
     int64_t unix_now = unixSeconds();
@@ -298,13 +298,13 @@ class PageGuard final : public RequestGuard {
   void giveUpSlot() {
     waiters_.unpark(shm::Resource::PageSlot);
     ticket_in_flight_ = false;
-    segment().retire(ticket_, true);
+    segment().tickets().retire(ticket_, true);
   }
 
   bool finishTicket() {
     if (!ticket_in_flight_) return false;
     ticket_in_flight_ = false;
-    segment().finish(ticket_, context_.slot);
+    segment().tickets().finish(ticket_, context_.slot);
     return true;
   }
 

@@ -32,7 +32,7 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
     r.body = common::JsonObject().add("ready", true).str();
     return r;
   }
-  shm::TicketView view = context.segment->poll(*cookie, now, config.token_ttl);
+  shm::TicketView view = context.segment->tickets().poll(*cookie, now, config.token_ttl);
   if (view.state == shm::TicketState::Unknown || view.state == shm::TicketState::Expired) {
     r.body = common::JsonObject().add("ready", true).str();
     return r;
@@ -53,10 +53,10 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
   common::JsonObject body;
   body.add("ready", false);
   if (view.position != 0) body.add("position", view.position);
-  double utilization = context.segment->utilization();
+  double utilization = context.segment->stats().utilization();
   if (utilization != 0) body.add("utilization", utilization);
   if (config.rate > 0) {
-    double rate_per_pos = config.rate + static_cast<double>(context.segment->queueDepth()) * config.surge;
+    double rate_per_pos = config.rate + static_cast<double>(context.segment->tickets().queueDepth()) * config.surge;
     double skip_cost = view.position > 1 ? static_cast<double>(view.position - 1) * rate_per_pos : 0;
     if (skip_cost != 0) body.add("skip_cost", skip_cost);
     if (rate_per_pos != 0) body.add("rate_per_pos", rate_per_pos);

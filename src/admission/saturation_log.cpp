@@ -9,9 +9,9 @@ namespace concert::admission {
 namespace {
 
 void logSaturation(const shm::Segment& segment, const char* what) {
-  LOG_INFO("%s: %lld/%d slots, %lld queued (%lld live)", what, static_cast<long long>(segment.pageOccupancy()),
-           segment.pageCap(), static_cast<long long>(segment.queueDepth()),
-           static_cast<long long>(segment.liveQueueDepth()));
+  LOG_INFO("%s: %lld/%d slots, %lld queued (%lld live)", what, static_cast<long long>(segment.pages().occupancy()),
+           segment.pages().cap(), static_cast<long long>(segment.tickets().queueDepth()),
+           static_cast<long long>(segment.tickets().liveQueueDepth()));
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 // A Running worker that dies is counted (worker_restarts_total) and replaced;
 // one that dies within a second of its start delays the next start (0.1 s,
 // doubling to 10 s) so a worker that cannot start is not a fork loop.
-// The child, not the master, calls slotStarted() before it serves: that call
+// The child, not the master, calls slots().started() before it serves: that call
 // resets the slot's ledger, and only the child can order it before its own
 // first acquisition. It registers with heartbeat 0; the worker's first
 // heartbeat (sent once its event loop and listeners are set up) marks it
@@ -267,8 +267,8 @@ bool Master::startUp() {
     startupError("shared memory: segment could not be created");
     return false;
   }
-  segment_->setConfiguredPageCap(config_->cap);
-  segment_->setGeneration(generation_);
+  segment_->pages().setConfiguredCap(config_->cap);
+  segment_->stats().setGeneration(generation_);
   procs_.assign(segment_->geometry().worker_slots, WorkerProc{});
 
   installMasterSignals();
@@ -393,7 +393,7 @@ void Master::refreshReadiness() {
     WorkerProc& p = procs_[slot];
     if (p.state == SlotState::Free || p.ready) continue;
     auto s = static_cast<shm::WorkerSlot>(slot);
-    p.ready = segment_->slotPid(s) == p.pid && segment_->lastHeartbeat(s) > 0;
+    p.ready = segment_->slots().pid(s) == p.pid && segment_->slots().lastHeartbeat(s) > 0;
   }
 }
 
@@ -486,7 +486,7 @@ void Master::workerChild(shm::WorkerSlot slot) {
     // between fork and prctl.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != master_pid_) _exit(0);
-    segment_->slotStarted(slot, static_cast<int>(getpid()), generation_, 0);
+    segment_->slots().started(slot, static_cast<int>(getpid()), generation_, 0);
     worker::WorkerContext context;
     context.config = config_;
     context.segment = segment_.get();
@@ -559,7 +559,7 @@ void Master::onWorkerExit(shm::WorkerSlot slot, int status, Millis now) {
   }
   // A running worker died on its own: replace it, backing off when it keeps
   // dying at startup so a broken worker cannot turn the master into a fork loop.
-  segment_->count(shm::Counter::WorkerRestartsTotal);
+  segment_->stats().count(shm::Counter::WorkerRestartsTotal);
   if (now - p.started_at < kQuickDeath) {
     backoff_ = backoff_ ? std::min(backoff_ * 2, kBackoffMax) : kBackoffFirst;
     next_spawn_at_ = now + backoff_;
@@ -630,14 +630,14 @@ void Master::reload(Millis now) {
     }
   }
   // A cap set at run time (POST /_room/cap) survives unless the file changed cap.
-  if (fresh->cap != segment_->configuredPageCap()) {
-    segment_->setPageCap(fresh->cap);
-    segment_->setConfiguredPageCap(fresh->cap);
+  if (fresh->cap != segment_->pages().configuredCap()) {
+    segment_->pages().setCap(fresh->cap);
+    segment_->pages().setConfiguredCap(fresh->cap);
   }
   config_ = fresh;
   ++generation_;
-  segment_->setGeneration(generation_);
-  segment_->count(shm::Counter::ReloadsTotal);
+  segment_->stats().setGeneration(generation_);
+  segment_->stats().count(shm::Counter::ReloadsTotal);
   log::setGeneration(generation_);
   LOG_INFO("reload accepted: generation %u", generation_);
   backoff_ = 0;
@@ -654,19 +654,20 @@ void Master::reopenLogs() {
 
 void Master::janitor(Millis now) {
   if (now >= next_reap_) {
-    int64_t evicted = segment_->reapExpired(now, config_->token_ttl);
+    int64_t evicted = segment_->tickets().reapExpired(now, config_->token_ttl);
     if (evicted > 0) LOG_INFO("reaper evicted %lld expired tickets", static_cast<long long>(evicted));
     next_reap_ = now + config_->reaper;
   }
   if (now >= next_sweep_) {
-    segment_->sweepPasses(now, config_->admit_ttl);
+    segment_->passes().sweep(now, config_->admit_ttl);
     next_sweep_ = now + std::max<Millis>(config_->admit_ttl / 2, kMinPassSweep);
   }
   refreshReadiness();
   for (size_t slot = 0; slot < procs_.size(); ++slot) {
     WorkerProc& p = procs_[slot];
     if (p.state == SlotState::Free || p.killed) continue;
-    Millis silent = p.ready ? now - segment_->lastHeartbeat(static_cast<shm::WorkerSlot>(slot)) : now - p.started_at;
+    Millis silent =
+        p.ready ? now - segment_->slots().lastHeartbeat(static_cast<shm::WorkerSlot>(slot)) : now - p.started_at;
     if (silent > kHeartbeatTimeout) {
       LOG_ERROR("worker %zu (pid %d) %s for %lld ms; killing it", slot, p.pid,
                 p.ready ? "sent no heartbeat" : "has not become ready", static_cast<long long>(silent));

@@ -1,5 +1,6 @@
-// The carved segment: what lives where in the shared mapping, and the
-// meaning of every word. Private to src/shm.
+// The carved segment: what lives where in the shared mapping, the meaning
+// of every word, and the process-local view (Layout) every subsystem handle
+// reads it through. Private to src/shm.
 //
 // The mapping is one anonymous MAP_SHARED region created by the master before
 // the first fork, so it sits at the same address in every process and the
@@ -10,10 +11,11 @@
 // pass table) are used as they come, without touching (and committing) every
 // page at start-up; only the header is written.
 //
-// Word by word, who writes:
+// Word by word, who writes (each subsystem's file says more):
 //   Header      master at create; page_cap / configured cap / generation by
-//               the master (and POST /_room/cap from any worker); next_ticket,
-//               low_water, utilization and counters by everyone.
+//               the master (and POST /_room/cap from any worker); asset_cap
+//               only at create; next_ticket, low_water, utilization and
+//               counters by everyone.
 //   SlotRecord  page / asset counters: only the slot's own worker (and the
 //               master in reclaim, after the worker is dead); pid, generation:
 //               master; heartbeat: the worker; waiting mask: the worker.
@@ -21,13 +23,23 @@
 //               retirer, master); nonce and times by the issuer and touches.
 //   Pass table  state word by CAS; cells only by their own slot (and master
 //               in reclaim); home-bucket locks by creators.
+//
+// A SIGKILL leaves the words as they were at that instruction: every
+// structure here is laid out so that what a dead worker held is named by its
+// slot number (per-slot counters and cells, ticket and pass owners, lock
+// words holding slot + 1), and Segment::reclaimDeadWorker finds it from the
+// words alone. The header's shared words (next_ticket, low_water, counters)
+// are only ever moved by single atomic steps that leave them valid.
 #pragma once
+
+#include <sched.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
-#include "shm/segment.h"
+#include "shm/counted_bits.h"
+#include "shm/types.h"
 
 namespace concert::shm {
 
@@ -105,8 +117,6 @@ constexpr uint32_t passOwner(uint64_t word) {
 }
 
 // ------------------------------------------------------------------ header
-constexpr size_t kCounterCount = static_cast<size_t>(Counter::SlotsReclaimedTotal) + 1;
-
 struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
 };
@@ -118,14 +128,14 @@ struct alignas(64) Header {
   uint64_t total_bytes;
   uint32_t worker_slots;
   uint32_t pass_table_size;
-  int64_t asset_cap;
+  std::atomic<int64_t> asset_cap;  // fixed after create
   std::atomic<int64_t> page_cap;
   std::atomic<int64_t> configured_page_cap;
   std::atomic<uint32_t> generation;
   alignas(64) std::atomic<uint64_t> next_ticket;  // next number to issue (first is 1)
   alignas(64) std::atomic<uint64_t> low_water;    // every ticket below it is finished
   alignas(64) std::atomic<uint64_t> utilization;  // bit pattern of a double
-  PaddedCounter counters[kCounterCount];
+  PaddedCounter counters[kCounterCount];          // one per CONCERT_COUNTERS entry
 };
 
 // One per worker slot; page and asset counters on their own cache lines
@@ -139,5 +149,50 @@ struct alignas(64) SlotRecord {
   std::atomic<uint32_t> waiting_mask;  // bit per Resource
   std::atomic<uint32_t> wake_pending;  // the eventfd was written and not read yet
 };
+
+// ------------------------------------------------------------------ the view
+// This process's pointers into the mapping (identical in every forked
+// process) and the geometry it was carved with. Filled once by
+// Segment::create; every subsystem handle keeps a pointer to it.
+class Layout {
+ public:
+  Geometry geometry;
+  uint64_t ring_mask = 0;
+  uint32_t pass_mask = 0;
+
+  Header* header = nullptr;
+  SlotRecord* slots = nullptr;
+  TicketEntry* entries = nullptr;
+  std::atomic<uint32_t>* cookie_sent = nullptr;  // per ring entry, ms (32-bit)
+  CountedBits waiting;                           // bit i: entry i is Waiting
+  CountedBits finished;                          // bit i: entry i is Finished
+  std::atomic<uint64_t>* pass_state = nullptr;   // PassState word per entry
+  std::atomic<uint64_t>* pass_id = nullptr;      // two words per entry
+  std::atomic<int64_t>* pass_last_used = nullptr;
+  std::atomic<uint32_t>* pass_cells = nullptr;  // [entry][slot][proto]
+  std::atomic<uint32_t>* pass_locks = nullptr;  // home-bucket creation locks: owner slot + 1, 0 = free
+
+  TicketEntry& entry(uint64_t ticket) const { return entries[ticket & ring_mask]; }
+  uint32_t index(uint64_t ticket) const { return static_cast<uint32_t>(ticket & ring_mask); }
+  std::atomic<uint64_t>& counter(Counter c) const { return header->counters[static_cast<size_t>(c)].value; }
+  std::atomic<uint32_t>& passCell(uint32_t index, WorkerSlot slot, PassProto proto) const {
+    return pass_cells[(static_cast<size_t>(index) * geometry.worker_slots + slot) * 2 + static_cast<size_t>(proto)];
+  }
+};
+
+// Small helpers shared by the .cpp files of src/shm.
+inline uint32_t low32(Millis ms) {
+  return static_cast<uint32_t>(static_cast<uint64_t>(ms));
+}
+inline int64_t elapsed32(Millis now, uint32_t then) {
+  return static_cast<int32_t>(low32(now) - then);
+}
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  sched_yield();
+#endif
+}
 
 }  // namespace concert::shm

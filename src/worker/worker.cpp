@@ -56,7 +56,7 @@ Worker::Worker(const WorkerContext& context)
 Worker::~Worker() {
   // Connections release what they hold as they go; their wake-ups must not
   // reach a worker that is being taken apart.
-  if (local_wake_ && context_.segment) context_.segment->setLocalWake(context_.slot, nullptr, nullptr);
+  if (local_wake_ && context_.segment) context_.segment->slots().setLocalWake(context_.slot, nullptr, nullptr);
   for (ClientConnection* c : connections_) delete c;
   connections_.clear();
   pool_.reset();
@@ -109,7 +109,7 @@ bool Worker::setUp() {
     events_.push_back(flush);
   }
   if (context_.segment && context_.slot != shm::kNoSlot) {
-    int fd = context_.segment->eventFd(context_.slot);
+    int fd = context_.segment->slots().eventFd(context_.slot);
     if (fd >= 0) {
       evutil_make_socket_nonblocking(fd);
       wake_ = event_new(base_, fd, EV_READ | EV_PERSIST, &Worker::onWake, this);
@@ -119,7 +119,7 @@ bool Worker::setUp() {
       // eventfd: a deferred recheck later in the same loop iteration.
       local_wake_ = event_new(base_, -1, 0, &Worker::onLocalWake, this);
       events_.push_back(local_wake_);
-      context_.segment->setLocalWake(
+      context_.segment->slots().setLocalWake(
           context_.slot, [](void* arg) { event_active(static_cast<Worker*>(arg)->local_wake_, EV_TIMEOUT, 0); }, this);
     }
   }
@@ -134,7 +134,8 @@ bool Worker::setUp() {
 
 int Worker::run() {
   if (!setUp()) return 1;
-  if (context_.segment && context_.slot != shm::kNoSlot) context_.segment->heartbeat(context_.slot, monotonicMs());
+  if (context_.segment && context_.slot != shm::kNoSlot)
+    context_.segment->slots().heartbeat(context_.slot, monotonicMs());
   // The master may have died between fork() and PR_SET_PDEATHSIG.
   if (context_.master_pid != 0 && getppid() != context_.master_pid) beginDrain("master gone");
   if (config().busy_poll > 0)
@@ -315,7 +316,7 @@ void Worker::recheckHeld(Millis now, bool every_held) {
 
 void Worker::onWake(evutil_socket_t fd, short, void* arg) {
   auto* w = static_cast<Worker*>(arg);
-  w->context_.segment->wakeConsumed(w->context_.slot);
+  w->context_.segment->slots().wakeConsumed(w->context_.slot);
   uint64_t value;  // one read returns and resets the whole count
   if (read(fd, &value, sizeof value) < 0 && errno != EAGAIN && errno != EINTR)
     LOG_WARN("wake-up eventfd: %s", std::strerror(errno));
@@ -355,7 +356,7 @@ void Worker::onSignal(evutil_socket_t sig, short, void* arg) {
 void Worker::onTick(evutil_socket_t, short, void* arg) {
   auto* w = static_cast<Worker*>(arg);
   if (w->context_.segment && w->context_.slot != shm::kNoSlot) {
-    w->context_.segment->heartbeat(w->context_.slot, monotonicMs());
+    w->context_.segment->slots().heartbeat(w->context_.slot, monotonicMs());
     w->saturation_.flush(*w->context_.segment, monotonicMs());
   }
   if (w->context_.master_pid != 0 && getppid() != w->context_.master_pid && !w->draining_) w->beginDrain("master gone");

@@ -82,7 +82,7 @@ bool fifoHolds(const Board& board, uint64_t ticket, int64_t cap) {
 bool pageCycle(Segment& seg, Board& board, WorkerSlot slot, int32_t cap, int32_t pass_cap, std::mt19937& rng,
                bool strict) {
   const Millis now = monotonicMs();
-  const Issued issued = seg.issue(slot, 0, now);
+  const Issued issued = seg.tickets().issue(slot, 0, now);
   if (issued.outcome != IssueOutcome::Ready && issued.outcome != IssueOutcome::Queued) {
     if (strict) board.violations.fetch_add(1);
     return false;
@@ -90,9 +90,9 @@ bool pageCycle(Segment& seg, Board& board, WorkerSlot slot, int32_t cap, int32_t
   board.issued.fetch_add(1);
   const uint64_t ticket = issued.cookie.ticket;
   if (issued.outcome == IssueOutcome::Queued) {
-    for (int spins = 0; !seg.claim(issued.cookie, slot); ++spins) {
+    for (int spins = 0; !seg.tickets().claim(issued.cookie, slot); ++spins) {
       if (spins % 64 == 0) {
-        const TicketState state = seg.render(issued.cookie, monotonicMs(), kLongTtl).state;
+        const TicketState state = seg.tickets().render(issued.cookie, monotonicMs(), kLongTtl).state;
         if (state == TicketState::Unknown || state == TicketState::Expired) {
           if (strict) board.violations.fetch_add(1);
           return false;
@@ -102,29 +102,29 @@ bool pageCycle(Segment& seg, Board& board, WorkerSlot slot, int32_t cap, int32_t
     }
   }
   if (strict && !fifoHolds(board, ticket, cap)) board.violations.fetch_add(1);
-  while (!seg.tryAcquirePage(slot)) sched_yield();
+  while (!seg.pages().tryAcquire(slot)) sched_yield();
   raiseMax(board.max_page, board.in_page.fetch_add(1) + 1);
   board.admitted.fetch_add(1);
 
-  const bool asset = rng() % 2 == 0 && seg.tryAcquireAsset(slot);
+  const bool asset = rng() % 2 == 0 && seg.assets().tryAcquire(slot);
   if (asset) raiseMax(board.max_asset, board.in_asset.fetch_add(1) + 1);
   PassHold hold;
-  const bool pass = rng() % 2 == 0 &&
-                    seg.tryAcquirePass(kSharedPass, PassProto::H1, pass_cap, slot, now, &hold) == PassAcquire::Acquired;
+  const bool pass = rng() % 2 == 0 && seg.passes().tryAcquire(kSharedPass, PassProto::H1, pass_cap, slot, now, &hold) ==
+                                          PassAcquire::Acquired;
   if (pass) raiseMax(board.max_pass, board.in_pass.fetch_add(1) + 1);
   if (rng() % 4 == 0) sched_yield();
   if (pass) {
     board.in_pass.fetch_sub(1);
-    seg.releasePass(hold, slot, now);
+    seg.passes().release(hold, slot, now);
   }
   if (asset) {
     board.in_asset.fetch_sub(1);
-    seg.releaseAsset(slot);
+    seg.assets().release(slot);
   }
   board.in_page.fetch_sub(1);
-  seg.releasePage(slot);
+  seg.pages().release(slot);
   if (strict) board.finished[ticket].store(1);
-  seg.finish(ticket, slot);
+  seg.tickets().finish(ticket, slot);
   return true;
 }
 
@@ -198,7 +198,7 @@ TEST_CASE("four processes hammer one segment: caps hold, FIFO window holds, no t
       _exit(0);
     }
     children.add(pid);
-    seg->slotStarted(static_cast<WorkerSlot>(c), pid, 1, monotonicMs());
+    seg->slots().started(static_cast<WorkerSlot>(c), pid, 1, monotonicMs());
     pids.push_back(pid);
   }
 
@@ -241,15 +241,15 @@ TEST_CASE("four processes hammer one segment: caps hold, FIFO window holds, no t
   CHECK(board->admitted.load() == kChildren * kCycles);
   // No lost ticket: every number issued was finished, nothing is left.
   for (uint64_t t = 1; t <= kChildren * kCycles; ++t) REQUIRE(board->finished[t].load() == 1);
-  CHECK(seg->queueDepth() == 0);
-  CHECK(seg->liveQueueDepth() == 0);
-  CHECK(seg->pageOccupancy() == 0);
-  CHECK(seg->assetInFlight() == 0);
-  const Issued next = seg->issue(0, 0, monotonicMs());
+  CHECK(seg->tickets().queueDepth() == 0);
+  CHECK(seg->tickets().liveQueueDepth() == 0);
+  CHECK(seg->pages().occupancy() == 0);
+  CHECK(seg->assets().occupancy() == 0);
+  const Issued next = seg->tickets().issue(0, 0, monotonicMs());
   CHECK(next.outcome == IssueOutcome::Ready);
   CHECK(next.cookie.ticket == kChildren * kCycles + 1);
-  seg->finish(next.cookie.ticket, 0);
-  for (int i = 0; i < kCap; ++i) CHECK(seg->tryAcquirePage(0));
+  seg->tickets().finish(next.cookie.ticket, 0);
+  for (int i = 0; i < kCap; ++i) CHECK(seg->pages().tryAcquire(0));
   dropBoard(board);
 }
 
@@ -264,20 +264,21 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
   // The parent's own holdings, which must survive every reclaim untouched:
   // one admitted request with a page slot, an asset slot and a pass hold,
   // plus two visitors waiting with cookies.
-  const Issued mine = seg->issue(kParentSlot, 0, 0);
+  const Issued mine = seg->tickets().issue(kParentSlot, 0, 0);
   REQUIRE(mine.outcome == IssueOutcome::Ready);
-  REQUIRE(seg->tryAcquirePage(kParentSlot));
-  REQUIRE(seg->tryAcquireAsset(kParentSlot));
+  REQUIRE(seg->pages().tryAcquire(kParentSlot));
+  REQUIRE(seg->assets().tryAcquire(kParentSlot));
   PassHold my_hold;
-  REQUIRE(seg->tryAcquirePass(kSharedPass, PassProto::H1, kPassCap, kParentSlot, 0, &my_hold) == PassAcquire::Acquired);
+  REQUIRE(seg->passes().tryAcquire(kSharedPass, PassProto::H1, kPassCap, kParentSlot, 0, &my_hold) ==
+          PassAcquire::Acquired);
   // Two visitors with cookies: issued under a cap of 1 so that they queue,
   // then the cap opens; they stay ready-but-unclaimed (live) for good.
-  seg->setPageCap(1);
-  const Issued wait1 = seg->issue(kParentSlot, 0, monotonicMs());
-  const Issued wait2 = seg->issue(kParentSlot, 0, monotonicMs());
+  seg->pages().setCap(1);
+  const Issued wait1 = seg->tickets().issue(kParentSlot, 0, monotonicMs());
+  const Issued wait2 = seg->tickets().issue(kParentSlot, 0, monotonicMs());
   REQUIRE(wait1.outcome == IssueOutcome::Queued);
   REQUIRE(wait2.outcome == IssueOutcome::Queued);
-  seg->setPageCap(kCap);
+  seg->pages().setCap(kCap);
 
   // Survivor: a live worker that keeps running whole cycles while the victim
   // dies and is reclaimed; it stops (holding nothing) when asked.
@@ -298,7 +299,7 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
     _exit(0);
   }
   children.add(survivor);
-  seg->slotStarted(kSurvivorSlot, survivor, 1, monotonicMs());
+  seg->slots().started(kSurvivorSlot, survivor, 1, monotonicMs());
 
   std::mt19937 rng(42);
   int64_t reclaimed_total = 0;
@@ -313,28 +314,28 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
         switch (vrng() % 4) {
           case 0: pageCycle(*seg, *board, kVictimSlot, kCap, kPassCap, vrng, false); break;
           case 1: {
-            const Issued q = seg->issue(kVictimSlot, 0, monotonicMs());  // a visitor who walks away
+            const Issued q = seg->tickets().issue(kVictimSlot, 0, monotonicMs());  // a visitor who walks away
             if (q.outcome == IssueOutcome::Ready) {
-              if (seg->tryAcquirePage(kVictimSlot)) seg->releasePage(kVictimSlot);
-              seg->finish(q.cookie.ticket, kVictimSlot);
+              if (seg->pages().tryAcquire(kVictimSlot)) seg->pages().release(kVictimSlot);
+              seg->tickets().finish(q.cookie.ticket, kVictimSlot);
             }
             break;
           }
           case 2: {
             PassHold h;
-            if (seg->tryAcquirePass(kSharedPass, PassProto::H2, 2, kVictimSlot, 0, &h) == PassAcquire::Acquired &&
+            if (seg->passes().tryAcquire(kSharedPass, PassProto::H2, 2, kVictimSlot, 0, &h) == PassAcquire::Acquired &&
                 vrng() % 2)
-              seg->releasePass(h, kVictimSlot, 0);
+              seg->passes().release(h, kVictimSlot, 0);
             break;
           }
           default:
-            if (seg->tryAcquireAsset(kVictimSlot) && vrng() % 2) seg->releaseAsset(kVictimSlot);
+            if (seg->assets().tryAcquire(kVictimSlot) && vrng() % 2) seg->assets().release(kVictimSlot);
             break;
         }
       }
     }
     children.add(victim);
-    seg->slotStarted(kVictimSlot, victim, 1, monotonicMs());
+    seg->slots().started(kVictimSlot, victim, 1, monotonicMs());
     timespec ts{0, static_cast<long>(rng() % 3000) * 1000};
     nanosleep(&ts, nullptr);
     kill(victim, SIGKILL);
@@ -344,40 +345,40 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
     CHECK(WIFSIGNALED(status));
     const ReclaimReport report = seg->reclaimDeadWorker(kVictimSlot);
     reclaimed_total += report.total();
-    CHECK(seg->slotPid(kVictimSlot) == 0);
+    CHECK(seg->slots().pid(kVictimSlot) == 0);
 
     // Drop the abandoned visitors (the victim's, and the survivor's current
     // one, which it then gives up), quiesce the survivor, compare.
     const Millis later = monotonicMs() + 100 * kTtl;
-    REQUIRE(seg->render(wait1.cookie, later, kLongTtl).state != TicketState::Unknown);
-    REQUIRE(seg->render(wait2.cookie, later, kLongTtl).state != TicketState::Unknown);
-    seg->reapExpired(later, kTtl);
+    REQUIRE(seg->tickets().render(wait1.cookie, later, kLongTtl).state != TicketState::Unknown);
+    REQUIRE(seg->tickets().render(wait2.cookie, later, kLongTtl).state != TicketState::Unknown);
+    seg->tickets().reapExpired(later, kTtl);
     board->pause_request.store(1);
     for (int i = 0; i < 1000000 && board->paused.load() == 0; ++i) sched_yield();
     REQUIRE(board->paused.load() == 1);
-    seg->reapExpired(later, kTtl);
+    seg->tickets().reapExpired(later, kTtl);
 
-    CHECK(seg->pageOccupancy() == 1);
-    CHECK(seg->assetInFlight() == 1);
-    CHECK(seg->liveQueueDepth() == 2);
-    CHECK(seg->queueDepth() == 0);  // 1 in flight + 2 waiting, inside cap 6
+    CHECK(seg->pages().occupancy() == 1);
+    CHECK(seg->assets().occupancy() == 1);
+    CHECK(seg->tickets().liveQueueDepth() == 2);
+    CHECK(seg->tickets().queueDepth() == 0);  // 1 in flight + 2 waiting, inside cap 6
     // Exactly one H1 hold (the parent's) and no H2 hold remain on the pass.
     PassHold probe[kPassCap];
     for (int i = 0; i < kPassCap - 1; ++i)
-      CHECK(seg->tryAcquirePass(kSharedPass, PassProto::H1, kPassCap, kParentSlot, later, &probe[i]) ==
+      CHECK(seg->passes().tryAcquire(kSharedPass, PassProto::H1, kPassCap, kParentSlot, later, &probe[i]) ==
             PassAcquire::Acquired);
-    CHECK(seg->tryAcquirePass(kSharedPass, PassProto::H1, kPassCap, kParentSlot, later, &probe[kPassCap - 1]) ==
+    CHECK(seg->passes().tryAcquire(kSharedPass, PassProto::H1, kPassCap, kParentSlot, later, &probe[kPassCap - 1]) ==
           PassAcquire::AtCap);
-    for (int i = 0; i < kPassCap - 1; ++i) seg->releasePass(probe[i], kParentSlot, later);
+    for (int i = 0; i < kPassCap - 1; ++i) seg->passes().release(probe[i], kParentSlot, later);
     PassHold h2[2];
-    CHECK(seg->tryAcquirePass(kSharedPass, PassProto::H2, 2, kParentSlot, later, &h2[0]) == PassAcquire::Acquired);
-    CHECK(seg->tryAcquirePass(kSharedPass, PassProto::H2, 2, kParentSlot, later, &h2[1]) == PassAcquire::Acquired);
-    seg->releasePass(h2[0], kParentSlot, later);
-    seg->releasePass(h2[1], kParentSlot, later);
+    CHECK(seg->passes().tryAcquire(kSharedPass, PassProto::H2, 2, kParentSlot, later, &h2[0]) == PassAcquire::Acquired);
+    CHECK(seg->passes().tryAcquire(kSharedPass, PassProto::H2, 2, kParentSlot, later, &h2[1]) == PassAcquire::Acquired);
+    seg->passes().release(h2[0], kParentSlot, later);
+    seg->passes().release(h2[1], kParentSlot, later);
     // The full page cap is usable apart from the parent's one slot.
-    for (int i = 0; i < kCap - 1; ++i) CHECK(seg->tryAcquirePage(kParentSlot));
-    CHECK_FALSE(seg->tryAcquirePage(kParentSlot));
-    for (int i = 0; i < kCap - 1; ++i) seg->releasePage(kParentSlot);
+    for (int i = 0; i < kCap - 1; ++i) CHECK(seg->pages().tryAcquire(kParentSlot));
+    CHECK_FALSE(seg->pages().tryAcquire(kParentSlot));
+    for (int i = 0; i < kCap - 1; ++i) seg->pages().release(kParentSlot);
     board->pause_request.store(0);
   }
 
@@ -388,29 +389,29 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
   CHECK(WIFEXITED(status));
   CHECK(board->violations.load() == 0);
   CHECK(reclaimed_total > 0);
-  CHECK(seg->snapshot().slots_reclaimed_total == static_cast<uint64_t>(reclaimed_total));
+  CHECK(seg->stats().snapshot().slots_reclaimed_total == static_cast<uint64_t>(reclaimed_total));
   CHECK(seg->reclaimDeadWorker(kSurvivorSlot).total() == 0);
 
   // Give everything back: all zero, the full caps usable.
-  seg->releasePass(my_hold, kParentSlot, 0);
-  seg->releaseAsset(kParentSlot);
-  seg->releasePage(kParentSlot);
-  seg->finish(mine.cookie.ticket, kParentSlot);
-  seg->retire(wait1.cookie.ticket, false);
-  seg->retire(wait2.cookie.ticket, false);
-  CHECK(seg->pageOccupancy() == 0);
-  CHECK(seg->assetInFlight() == 0);
-  CHECK(seg->liveQueueDepth() == 0);
-  CHECK(seg->queueDepth() == 0);
-  CHECK(seg->sweepPasses(1 << 30, 1) == 1);
-  CHECK(seg->passUsers() == 0);
+  seg->passes().release(my_hold, kParentSlot, 0);
+  seg->assets().release(kParentSlot);
+  seg->pages().release(kParentSlot);
+  seg->tickets().finish(mine.cookie.ticket, kParentSlot);
+  seg->tickets().retire(wait1.cookie.ticket, false);
+  seg->tickets().retire(wait2.cookie.ticket, false);
+  CHECK(seg->pages().occupancy() == 0);
+  CHECK(seg->assets().occupancy() == 0);
+  CHECK(seg->tickets().liveQueueDepth() == 0);
+  CHECK(seg->tickets().queueDepth() == 0);
+  CHECK(seg->passes().sweep(1 << 30, 1) == 1);
+  CHECK(seg->passes().users() == 0);
   for (int i = 0; i < kCap; ++i) {
-    const Issued t = seg->issue(kParentSlot, 0, 0);
+    const Issued t = seg->tickets().issue(kParentSlot, 0, 0);
     CHECK(t.outcome == IssueOutcome::Ready);
-    CHECK(seg->tryAcquirePage(kParentSlot));
+    CHECK(seg->pages().tryAcquire(kParentSlot));
   }
-  CHECK(seg->issue(kParentSlot, 0, 0).outcome == IssueOutcome::Queued);
-  for (int i = 0; i < kAssetCap; ++i) CHECK(seg->tryAcquireAsset(kParentSlot));
+  CHECK(seg->tickets().issue(kParentSlot, 0, 0).outcome == IssueOutcome::Queued);
+  for (int i = 0; i < kAssetCap; ++i) CHECK(seg->assets().tryAcquire(kParentSlot));
   dropBoard(board);
 }
 
@@ -433,14 +434,15 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
         // Start together: everyone waits for the round's gate.
         while (board->issued.load() < static_cast<uint64_t>(round) + 1) sched_yield();
         PassHold hold;
-        const PassAcquire r = seg->tryAcquirePass(id, PassProto::H2, kPassCap, static_cast<WorkerSlot>(c), 0, &hold);
+        const PassAcquire r =
+            seg->passes().tryAcquire(id, PassProto::H2, kPassCap, static_cast<WorkerSlot>(c), 0, &hold);
         if (r == PassAcquire::Acquired) raiseMax(board->max_pass, board->in_pass.fetch_add(1) + 1);
         if (r == PassAcquire::TableFull) board->violations.fetch_add(1);
         board->admitted.fetch_add(1);                       // "arrived"
         while (board->stop.load() <= round) sched_yield();  // hold until the parent has looked
         if (r == PassAcquire::Acquired) {
           board->in_pass.fetch_sub(1);
-          seg->releasePass(hold, static_cast<WorkerSlot>(c), 0);
+          seg->passes().release(hold, static_cast<WorkerSlot>(c), 0);
         }
         board->paused.fetch_add(1);  // "released"
       }
@@ -457,7 +459,7 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
       sched_yield();
     REQUIRE(board->admitted.load() == static_cast<uint64_t>((round + 1) * kChildren));
     CHECK(board->in_pass.load() == kPassCap);  // exactly cap of the four got in
-    CHECK(seg->passUsers() == round + 1);      // one entry per pass
+    CHECK(seg->passes().users() == round + 1);  // one entry per pass
     board->stop.store(round + 1);
     while (board->paused.load() < (round + 1) * kChildren && monotonicMs() < deadline) sched_yield();
     REQUIRE(board->paused.load() == (round + 1) * kChildren);
@@ -470,41 +472,41 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
   }
   CHECK(board->violations.load() == 0);
   CHECK(board->max_pass.load() <= kPassCap);
-  CHECK(seg->sweepPasses(1 << 30, 1) == kRounds);
+  CHECK(seg->passes().sweep(1 << 30, 1) == kRounds);
   dropBoard(board);
 }
 
 TEST_CASE("a release in one process wakes a worker parked in another") {
   auto seg = Segment::create(testGeometry(), 1, 1);
-  REQUIRE(seg->tryAcquirePage(0));
+  REQUIRE(seg->pages().tryAcquire(0));
   Board* board = makeBoard();
   Children children;
   const pid_t pid = forkChild();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     // The guard's protocol: register, retry once, then park on the eventfd.
-    seg->setWaiting(1, Resource::PageSlot, true);
-    if (!seg->tryAcquirePage(1)) {
-      pollfd p{seg->eventFd(1), POLLIN, 0};
+    seg->slots().setWaiting(1, Resource::PageSlot, true);
+    if (!seg->pages().tryAcquire(1)) {
+      pollfd p{seg->slots().eventFd(1), POLLIN, 0};
       board->paused.store(1);
       if (::poll(&p, 1, 20000) != 1) _exit(2);
       uint64_t n;
-      if (read(seg->eventFd(1), &n, sizeof(n)) != sizeof(n)) _exit(3);
-      if (!seg->tryAcquirePage(1)) _exit(4);
+      if (read(seg->slots().eventFd(1), &n, sizeof(n)) != sizeof(n)) _exit(3);
+      if (!seg->pages().tryAcquire(1)) _exit(4);
     }
-    seg->setWaiting(1, Resource::PageSlot, false);
-    seg->releasePage(1);
+    seg->slots().setWaiting(1, Resource::PageSlot, false);
+    seg->pages().release(1);
     _exit(0);
   }
   children.add(pid);
   for (int i = 0; i < 2000000 && board->paused.load() == 0; ++i) sched_yield();
   CHECK(board->paused.load() == 1);
-  seg->releasePage(0);
+  seg->pages().release(0);
   int status = 0;
   CHECK(waitExit(pid, &status, 20));
   children.reaped(pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  CHECK(seg->pageOccupancy() == 0);
+  CHECK(seg->pages().occupancy() == 0);
   dropBoard(board);
 }

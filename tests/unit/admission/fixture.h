@@ -59,8 +59,8 @@ struct Room {
     g.worker_slots = slots;
     g.pass_table_size = 64;
     segment = shm::Segment::create(g, c.cap, c.asset_cap);
-    segment->slotStarted(0, static_cast<int>(getpid()), 1, monotonicMs());
-    segment->setGeneration(1);
+    segment->slots().started(0, static_cast<int>(getpid()), 1, monotonicMs());
+    segment->stats().setGeneration(1);
     config = std::make_shared<const config::Config>(std::move(c));
     self = std::make_unique<WorkerView>(config, segment.get(), 0);
   }

@@ -51,21 +51,21 @@ TEST_CASE("assets: private requires a valid pass") {
     CHECK(test::setCookies(a.response.headers).empty());
     CHECK(g->outcome() == Outcome::Rejected);
   }
-  CHECK(room.segment->snapshot().asset_denied_total == 3);
+  CHECK(room.segment->stats().snapshot().asset_denied_total == 3);
 
   auto ok = makeAssetGuard(room.ctx(), true);
   Admission a = ok->admit(asset(pass(1)), 1000);
   REQUIRE(a.kind == Admission::Kind::Proceed);
   CHECK(ok->outcome() == Outcome::Admitted);
   CHECK(test::setCookies(a.response_headers).empty());
-  shm::StatsSnapshot s = room.segment->snapshot();
+  shm::StatsSnapshot s = room.segment->stats().snapshot();
   CHECK(s.asset_served_total == 1);
   CHECK(s.asset_in_flight == 1);
   CHECK(s.asset_users == 1);
   CHECK(s.asset_cap == 48);
   ok->release();
   ok->release();
-  CHECK(room.segment->assetInFlight() == 0);
+  CHECK(room.segment->assets().occupancy() == 0);
 }
 
 TEST_CASE("assets: a pass past half-life slides, same id") {
@@ -98,7 +98,7 @@ TEST_CASE("assets: per-pass HTTP/1 limit, wait and 429") {
     CHECK(r.body.empty());
     CHECK(second->outcome() == Outcome::Rejected);
     second->release();
-    CHECK(room.segment->snapshot().asset_user_throttled_total == 1);
+    CHECK(room.segment->stats().snapshot().asset_user_throttled_total == 1);
     CHECK(room.parked(shm::Resource::PassSlot) == 0);
   }
   SUBCASE("the slot frees: served") {
@@ -128,7 +128,7 @@ TEST_CASE("assets: asset-user-wait 0 answers 429 at once") {
   Admission a = second->admit(asset(p), 1000);
   REQUIRE(a.kind == Admission::Kind::Respond);
   CHECK(a.response.status == 429);
-  CHECK(room.segment->snapshot().asset_user_throttled_total == 1);
+  CHECK(room.segment->stats().snapshot().asset_user_throttled_total == 1);
 }
 
 TEST_CASE("assets: protocol from the client-proto header") {
@@ -174,7 +174,7 @@ TEST_CASE("assets: global limit and public assets") {
     CHECK(test::headerValue(r.headers, "Retry-After") == "1");
     CHECK(r.body.empty());
     b->release();
-    CHECK(room.segment->snapshot().asset_global_throttled_total == 1);
+    CHECK(room.segment->stats().snapshot().asset_global_throttled_total == 1);
     CHECK(room.parked(shm::Resource::AssetSlot) == 0);
   }
   SUBCASE("public: counts against the global limit") {
@@ -192,7 +192,7 @@ TEST_CASE("assets: global limit and public assets") {
     REQUIRE(b.kind == Admission::Kind::Proceed);
     CHECK(pub->outcome() == Outcome::Admitted);
     pub->release();
-    CHECK(room.segment->assetInFlight() == 0);
+    CHECK(room.segment->assets().occupancy() == 0);
   }
 }
 
@@ -201,6 +201,6 @@ TEST_CASE("assets: public needs no pass") {
   auto pub = makeAssetGuard(room.ctx(), false);
   Admission a = pub->admit(test::get("/public/logo.png"), 1000);
   CHECK(a.kind == Admission::Kind::Proceed);
-  CHECK(room.segment->snapshot().asset_served_total == 1);
-  CHECK(room.segment->snapshot().asset_users == 0);
+  CHECK(room.segment->stats().snapshot().asset_served_total == 1);
+  CHECK(room.segment->stats().snapshot().asset_users == 0);
 }

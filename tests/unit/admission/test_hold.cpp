@@ -39,8 +39,8 @@ config::Config holdConfig(int32_t cap, Millis hold) {
 // Drains a slot's eventfd; true when it had been written since the last drain.
 bool woken(const Room& room, shm::WorkerSlot slot = 0) {
   uint64_t n = 0;
-  room.segment->wakeConsumed(slot);  // as the worker does before reading
-  return read(room.segment->eventFd(slot), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
+  room.segment->slots().wakeConsumed(slot);  // as the worker does before reading
+  return read(room.segment->slots().eventFd(slot), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
 }
 
 // admit() must keep the request held and say the ticket it waits on.
@@ -95,10 +95,10 @@ TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, a
   CHECK(tc > tb);
   CHECK(b->outcome() != Outcome::Admitted);
   // Held requests are waiting visitors: they hold tickets, nothing else.
-  CHECK(room.segment->queueDepth() == 2);
-  CHECK(room.segment->liveQueueDepth() == 2);
-  CHECK(room.segment->snapshot().queued_total == 2);
-  CHECK(room.segment->pageOccupancy() == 1);
+  CHECK(room.segment->tickets().queueDepth() == 2);
+  CHECK(room.segment->tickets().liveQueueDepth() == 2);
+  CHECK(room.segment->stats().snapshot().queued_total == 2);
+  CHECK(room.segment->pages().occupancy() == 1);
   CHECK(room.parked(shm::Resource::PageSlot) == 1);
   CHECK(second->parked(shm::Resource::PageSlot) == 1);
 
@@ -121,9 +121,9 @@ TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, a
   CHECK(
       admission::verifyPass(test::kTestSecret, test::setCookieValue(ab.response_headers, "concert_admit"), unixSeconds()));
   CHECK(test::setCookieValue(ab.response_headers, "room_ticket").empty());
-  CHECK(room.segment->pageOccupancy() == 1);
+  CHECK(room.segment->pages().occupancy() == 1);
   CHECK(room.parked(shm::Resource::PageSlot) == 0);
-  CHECK(room.segment->liveQueueDepth() == 1);
+  CHECK(room.segment->tickets().liveQueueDepth() == 1);
 
   // b's slot comes back: c (on the other worker) is woken and admitted.
   CHECK(expectHeld(*c, test::get("/c", browser()), 1400, 6100) == tc);
@@ -134,10 +134,10 @@ TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, a
   CHECK(c->outcome() == Outcome::Admitted);
   CHECK(second->parked(shm::Resource::PageSlot) == 0);
   c->release();
-  CHECK(room.segment->pageOccupancy() == 0);
-  CHECK(room.segment->queueDepth() == 0);
-  CHECK(room.segment->liveQueueDepth() == 0);
-  CHECK(room.segment->snapshot().timeouts_total == 0);
+  CHECK(room.segment->pages().occupancy() == 0);
+  CHECK(room.segment->tickets().queueDepth() == 0);
+  CHECK(room.segment->tickets().liveQueueDepth() == 0);
+  CHECK(room.segment->stats().snapshot().timeouts_total == 0);
 }
 
 TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves the ticket in line") {
@@ -175,10 +175,10 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     page->release();
     CHECK(room.parked(shm::Resource::PageSlot) == 0);
     // Neither ticket was retired: both still wait, in the same order.
-    CHECK(room.segment->liveQueueDepth() == 2);
-    CHECK(room.segment->queueDepth() == 2);
-    CHECK(room.segment->snapshot().timeouts_total == 0);
-    shm::TicketView view = room.segment->render(*decodeTicketCookie(ticket), 3100, room.config->token_ttl);
+    CHECK(room.segment->tickets().liveQueueDepth() == 2);
+    CHECK(room.segment->tickets().queueDepth() == 2);
+    CHECK(room.segment->stats().snapshot().timeouts_total == 0);
+    shm::TicketView view = room.segment->tickets().render(*decodeTicketCookie(ticket), 3100, room.config->token_ttl);
     CHECK(view.state == shm::TicketState::Waiting);
     CHECK(view.position == 1);
 
@@ -191,18 +191,18 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     REQUIRE(a.kind == Admission::Kind::Proceed);
     CHECK(back->outcome() == Outcome::Admitted);
     back->release();
-    CHECK(room.segment->liveQueueDepth() == 1);
+    CHECK(room.segment->tickets().liveQueueDepth() == 1);
   }
   SUBCASE("the client goes away while held: a ticket nobody has a cookie for leaves the line") {
     first->release();
     CHECK(room.parked(shm::Resource::PageSlot) == 1);  // page is still held
-    CHECK(room.segment->liveQueueDepth() == 1);
-    CHECK(room.segment->snapshot().timeouts_total == 1);
+    CHECK(room.segment->tickets().liveQueueDepth() == 1);
+    CHECK(room.segment->stats().snapshot().timeouts_total == 1);
     page->release();
     CHECK(room.parked(shm::Resource::PageSlot) == 0);
-    CHECK(room.segment->liveQueueDepth() == 0);
-    CHECK(room.segment->queueDepth() == 0);
-    CHECK(room.segment->snapshot().timeouts_total == 2);
+    CHECK(room.segment->tickets().liveQueueDepth() == 0);
+    CHECK(room.segment->tickets().queueDepth() == 0);
+    CHECK(room.segment->stats().snapshot().timeouts_total == 2);
     holder->release();
     // Nothing abandoned stands ahead of a new arrival: it goes straight in.
     auto late = makePageGuard(room.ctx());
@@ -220,9 +220,9 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     CHECK(expectHeld(*back, test::get("/a", withTicket(ticket)), 3100, 5100) == t1);
     back->release();  // gone again, but the visitor holds the cookie
     page->release();  // page's ticket was never handed out: retired
-    CHECK(room.segment->liveQueueDepth() == 1);
-    CHECK(room.segment->snapshot().timeouts_total == 1);
-    shm::TicketView view = room.segment->render(*decodeTicketCookie(ticket), 3200, room.config->token_ttl);
+    CHECK(room.segment->tickets().liveQueueDepth() == 1);
+    CHECK(room.segment->stats().snapshot().timeouts_total == 1);
+    shm::TicketView view = room.segment->tickets().render(*decodeTicketCookie(ticket), 3200, room.config->token_ttl);
     CHECK(view.state == shm::TicketState::Waiting);
     CHECK(view.position == 1);
     // A new arrival waits behind the kept ticket; the reaper retires it once
@@ -233,7 +233,7 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     const uint64_t t3 = expectHeld(*late, test::get("/late"), 5000, 7000);
     CHECK(t3 > t2);
     woken(room);
-    CHECK(room.segment->reapExpired(3200 + room.config->token_ttl + 1, room.config->token_ttl) == 1);
+    CHECK(room.segment->tickets().reapExpired(3200 + room.config->token_ttl + 1, room.config->token_ttl) == 1);
     CHECK(woken(room));
     Admission a = late->admit(test::get("/late"), 5100);
     CHECK(a.kind == Admission::Kind::Proceed);
@@ -253,8 +253,8 @@ TEST_CASE("queue-hold: every recheck touches the held ticket, so the reaper neve
   expectHeld(*held, test::get("/a"), 25'000, 3'601'000);
   expectHeld(*held, test::get("/a"), 50'000, 3'601'000);
   // Unseen for 29 s, well past the 49 s since it was issued.
-  CHECK(room.segment->reapExpired(50'000 + 29'000, 30'000) == 0);
-  CHECK(room.segment->liveQueueDepth() == 1);
+  CHECK(room.segment->tickets().reapExpired(50'000 + 29'000, 30'000) == 0);
+  CHECK(room.segment->tickets().liveQueueDepth() == 1);
   holder->release();
   CHECK(held->admit(test::get("/a"), 80'000).kind == Admission::Kind::Proceed);
   held->release();
@@ -283,7 +283,7 @@ TEST_CASE("queue-hold: two held requests on one cookie; the second queues again 
   tab1->release();
   REQUIRE(tab2->admit(test::get("/b", withTicket(ticket)), 12'300).kind == Admission::Kind::Proceed);
   tab2->release();
-  CHECK(room.segment->liveQueueDepth() == 0);
+  CHECK(room.segment->tickets().liveQueueDepth() == 0);
 }
 
 TEST_CASE("queue-hold: the breaker still refuses new arrivals at once") {
@@ -327,14 +327,14 @@ TEST_CASE("queue-hold: a draining worker answers held requests with the waiting 
 
   held->release();
   late->release();
-  CHECK(room.segment->liveQueueDepth() == 2);
+  CHECK(room.segment->tickets().liveQueueDepth() == 2);
   holder->release();
 }
 
 TEST_CASE("queue-hold: a ready ticket given up while waiting for a slot wakes the held requests behind it") {
   Room room(holdConfig(1, 10'000));
   // Another worker holds the only slot: a ready ticket waits for it.
-  REQUIRE(room.segment->tryAcquirePage(1));
+  REQUIRE(room.segment->pages().tryAcquire(1));
   auto ready = makePageGuard(room.ctx());
   Admission waiting = ready->admit(test::get("/"), 1000);
   REQUIRE(waiting.kind == Admission::Kind::Wait);
@@ -347,7 +347,7 @@ TEST_CASE("queue-hold: a ready ticket given up while waiting for a slot wakes th
   // moves, and the held worker hears about it.
   ready->release();
   CHECK(woken(room, 2));
-  room.segment->releasePage(1);
+  room.segment->pages().release(1);
   CHECK(behind->admit(test::get("/b"), 1100).kind == Admission::Kind::Proceed);
   behind->release();
 }

@@ -73,6 +73,29 @@ TEST_CASE("ops: stats keys sorted and complete") {
   CHECK(r.body.find("\"generation\":1,") != std::string::npos);
 }
 
+TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
+  Room room(test::baseConfig(1));
+  auto holder = makePageGuard(room.ctx());
+  REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
+  uint64_t n = 100;
+  for (shm::Counter c : {shm::Counter::QueuedTotal, shm::Counter::EvictedTotal, shm::Counter::TimeoutsTotal,
+                         shm::Counter::PromotedTotal, shm::Counter::AssetServedTotal, shm::Counter::AssetDeniedTotal,
+                         shm::Counter::AssetUserThrottledTotal, shm::Counter::AssetGlobalThrottledTotal,
+                         shm::Counter::RingFullTotal, shm::Counter::PassTableFullTotal, shm::Counter::ReloadsTotal,
+                         shm::Counter::WorkerRestartsTotal, shm::Counter::SlotsReclaimedTotal})
+    room.segment->stats().count(c, n++);
+  LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
+  CHECK(r.body ==
+        "{\"asset_cap\":128,\"asset_denied_total\":105,\"asset_global_throttled_total\":107,"
+        "\"asset_in_flight\":0,\"asset_served_total\":104,\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,"
+        "\"asset_user_throttled_total\":106,\"asset_users\":0,\"cap\":1,\"evicted_total\":101,"
+        "\"generation\":1,\"live_queue_depth\":0,\"max_queue_depth\":100,\"occupancy\":1,"
+        "\"pass_table_full_total\":109,\"promoted_total\":103,\"queue_depth\":0,\"queued_total\":100,"
+        "\"reloads_total\":110,\"ring_full_total\":108,\"slots_reclaimed_total\":112,\"timeouts_total\":102,"
+        "\"token_ttl\":\"5m0s\",\"upstream\":\"http://127.0.0.1:3000\",\"utilization\":0.1,"
+        "\"worker_restarts_total\":111,\"workers\":1}");
+}
+
 TEST_CASE("ops: cap endpoint") {
   SUBCASE("disabled without a token") {
     Room room(test::baseConfig(1));
@@ -94,7 +117,7 @@ TEST_CASE("ops: cap endpoint") {
     CHECK(handleCap(room.ctx(), post({{"Authorization", "s3cret-toke"}}), "{\"cap\":3}").status == 401);
     CHECK(handleCap(room.ctx(), post({{"Authorization", "bearer s3cret-token"}}), "{\"cap\":3}").status == 401);
     CHECK(handleCap(room.ctx(), post({{"Authorization", ""}}), "{\"cap\":3}").status == 401);
-    CHECK(room.segment->pageCap() == 1);
+    CHECK(room.segment->pages().cap() == 1);
   }
   SUBCASE("bad bodies") {
     Headers auth{{"Authorization", "Bearer s3cret-token"}};
@@ -108,15 +131,15 @@ TEST_CASE("ops: cap endpoint") {
     CHECK(handleCap(room.ctx(), post(auth), "{}").body == "{\"error\":\"room: invalid capacity 0: must be >= 1\"}");
     CHECK(handleCap(room.ctx(), post(auth), "{\"cap\":-5}").body ==
           "{\"error\":\"room: invalid capacity -5: must be >= 1\"}");
-    CHECK(room.segment->pageCap() == 1);
+    CHECK(room.segment->pages().cap() == 1);
   }
   SUBCASE("success, bare or Bearer token") {
     LocalResponse r = handleCap(room.ctx(), post({{"Authorization", "s3cret-token"}}), "{\"cap\":3}");
     CHECK(r.status == 200);
     CHECK(r.body == "{\"cap\":3,\"occupancy\":0}");
-    CHECK(room.segment->pageCap() == 3);
+    CHECK(room.segment->pages().cap() == 3);
     r = handleCap(room.ctx(), post({{"Authorization", "Bearer s3cret-token"}}), " {\"cap\": 2} ");
     CHECK(r.status == 200);
-    CHECK(room.segment->pageCap() == 2);
+    CHECK(room.segment->pages().cap() == 2);
   }
 }

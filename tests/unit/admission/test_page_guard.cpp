@@ -35,7 +35,7 @@ TEST_CASE("page guard: fast path admits and issues a pass") {
   Admission a = guard->admit(test::get("/hello"), 1000);
   REQUIRE(a.kind == Admission::Kind::Proceed);
   CHECK(guard->outcome() == Outcome::Admitted);
-  CHECK(room.segment->pageOccupancy() == 1);
+  CHECK(room.segment->pages().occupancy() == 1);
   auto cookies = test::setCookies(a.response_headers);
   REQUIRE(cookies.size() == 1);
   CHECK(cookies[0].rfind("concert_admit=", 0) == 0);
@@ -46,7 +46,7 @@ TEST_CASE("page guard: fast path admits and issues a pass") {
   CHECK(test::setCookieValue(a.response_headers, "room_ticket").empty());
   guard->release();
   guard->release();  // idempotent
-  CHECK(room.segment->pageOccupancy() == 0);
+  CHECK(room.segment->pages().occupancy() == 0);
 }
 
 TEST_CASE("page guard: pass refreshed only past half-life") {
@@ -114,8 +114,8 @@ TEST_CASE("page guard: queued responses, JSON and HTML") {
   CHECK(test::setCookieValue(b.response.headers, "concert_admit").empty());
   html->release();
 
-  CHECK(room.segment->snapshot().queued_total == 2);
-  CHECK(room.segment->pageOccupancy() == 1);
+  CHECK(room.segment->stats().snapshot().queued_total == 2);
+  CHECK(room.segment->pages().occupancy() == 1);
 
   SUBCASE("a waiting ticket re-renders at the same place with both cookies") {
     auto again = makePageGuard(room.ctx());
@@ -124,7 +124,7 @@ TEST_CASE("page guard: queued responses, JSON and HTML") {
     CHECK(c.response.status == 429);
     CHECK(test::setCookieValue(c.response.headers, "room_ticket") == ticket);
     CHECK(test::setCookieValue(c.response.headers, "room_probe") == "1");
-    CHECK(room.segment->snapshot().queued_total == 2);
+    CHECK(room.segment->stats().snapshot().queued_total == 2);
   }
   SUBCASE("resume once ready: admitted on the same ticket") {
     holder->release();
@@ -132,9 +132,9 @@ TEST_CASE("page guard: queued responses, JSON and HTML") {
     Admission c = again->admit(test::get("/gated", withTicket(ticket)), 2000);
     REQUIRE(c.kind == Admission::Kind::Proceed);
     CHECK(again->outcome() == Outcome::Admitted);
-    CHECK(room.segment->pageOccupancy() == 1);
+    CHECK(room.segment->pages().occupancy() == 1);
     again->release();
-    CHECK(room.segment->pageOccupancy() == 0);
+    CHECK(room.segment->pages().occupancy() == 0);
   }
 }
 
@@ -213,18 +213,18 @@ TEST_CASE("page guard: release returns the slot and finishes the ticket") {
     auto b = makePageGuard(room.ctx());
     REQUIRE(b->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
   }
-  CHECK(room.segment->pageOccupancy() == 0);
-  CHECK(room.segment->queueDepth() == 0);
+  CHECK(room.segment->pages().occupancy() == 0);
+  CHECK(room.segment->tickets().queueDepth() == 0);
   auto c = makePageGuard(room.ctx());
   CHECK(c->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
-  CHECK(room.segment->snapshot().queued_total == 0);
+  CHECK(room.segment->stats().snapshot().queued_total == 0);
 }
 
 TEST_CASE("page guard: a ready ticket waits for a slot held elsewhere") {
   Room room(test::baseConfig(1));
   // Another worker holds the only page slot without a ticket ahead of ours
   // (the shape of a cap shrink or an acquire race).
-  REQUIRE(room.segment->tryAcquirePage(1));
+  REQUIRE(room.segment->pages().tryAcquire(1));
   auto guard = makePageGuard(room.ctx());
   Admission a = guard->admit(test::get("/"), 1000);
   REQUIRE(a.kind == Admission::Kind::Wait);
@@ -233,16 +233,16 @@ TEST_CASE("page guard: a ready ticket waits for a slot held elsewhere") {
 
   SUBCASE("admitted when the slot frees, woken through the eventfd") {
     CHECK(guard->admit(test::get("/"), 1100).kind == Admission::Kind::Wait);
-    room.segment->releasePage(1);
+    room.segment->pages().release(1);
     uint64_t n = 0;
-    CHECK(read(room.segment->eventFd(0), &n, sizeof n) == sizeof n);
+    CHECK(read(room.segment->slots().eventFd(0), &n, sizeof n) == sizeof n);
     CHECK(n >= 1);
     Admission b = guard->admit(test::get("/"), 1200);
     REQUIRE(b.kind == Admission::Kind::Proceed);
     CHECK(guard->outcome() == Outcome::Admitted);
     CHECK(room.parked(shm::Resource::PageSlot) == 0);
     guard->release();
-    CHECK(room.segment->pageOccupancy() == 0);
+    CHECK(room.segment->pages().occupancy() == 0);
   }
   SUBCASE("deadline: 503, timeouts_total, ticket finished") {
     LocalResponse r = guard->timedOut(test::get("/"), a.deadline);
@@ -250,16 +250,16 @@ TEST_CASE("page guard: a ready ticket waits for a slot held elsewhere") {
     CHECK(r.body == kFullJson);
     CHECK(guard->outcome() == Outcome::Rejected);
     guard->release();
-    CHECK(room.segment->snapshot().timeouts_total == 1);
+    CHECK(room.segment->stats().snapshot().timeouts_total == 1);
     CHECK(room.parked(shm::Resource::PageSlot) == 0);
-    room.segment->releasePage(1);
+    room.segment->pages().release(1);
     auto next = makePageGuard(room.ctx());
     CHECK(next->admit(test::get("/"), 2000).kind == Admission::Kind::Proceed);
   }
   SUBCASE("client gone while waiting: counted as a timeout, ticket finished") {
     guard->release();
-    CHECK(room.segment->snapshot().timeouts_total == 1);
-    room.segment->releasePage(1);
+    CHECK(room.segment->stats().snapshot().timeouts_total == 1);
+    room.segment->pages().release(1);
     auto next = makePageGuard(room.ctx());
     CHECK(next->admit(test::get("/"), 2000).kind == Admission::Kind::Proceed);
   }
@@ -297,10 +297,10 @@ TEST_CASE("slot waiters: the segment flag follows the first park and the last un
   // Raise and lower the flag, then prove it through wake(): only a flagged
   // slot's eventfd is written.
   auto woken = [&room]() {
-    room.segment->wake(shm::Resource::AssetSlot);
+    room.segment->slots().wake(shm::Resource::AssetSlot);
     uint64_t n = 0;
-    room.segment->wakeConsumed(0);  // as the worker does before reading
-    return read(room.segment->eventFd(0), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
+    room.segment->slots().wakeConsumed(0);  // as the worker does before reading
+    return read(room.segment->slots().eventFd(0), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
   };
   CHECK_FALSE(woken());
   room.self->waiters.park(shm::Resource::AssetSlot);

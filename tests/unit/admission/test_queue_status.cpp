@@ -72,8 +72,8 @@ TEST_CASE("status: expired ticket is ready and evicted") {
   std::string ticket = queueOne(room, holder);
   Millis later = 1000 + room.config->token_ttl + 1000;
   CHECK(handleQueueStatus(room.ctx(), statusRequest(ticket), later).body == "{\"ready\":true}");
-  CHECK(room.segment->snapshot().evicted_total == 1);
-  CHECK(room.segment->liveQueueDepth() == 0);
+  CHECK(room.segment->stats().snapshot().evicted_total == 1);
+  CHECK(room.segment->tickets().liveQueueDepth() == 0);
 }
 
 TEST_CASE("status: pricing and cookie refresh") {
@@ -86,7 +86,7 @@ TEST_CASE("status: pricing and cookie refresh") {
   auto g = makePageGuard(room.ctx());
   Admission second = g->admit(test::get("/"), 1000);
   std::string ticket = test::setCookieValue(second.response.headers, "room_ticket");
-  REQUIRE(room.segment->queueDepth() == 2);
+  REQUIRE(room.segment->tickets().queueDepth() == 2);
 
   // position 2, rate_per_pos = 2 + 2 * 0.5 = 3, skip_cost = (2 - 1) * 3
   LocalResponse w = handleQueueStatus(room.ctx(), statusRequest(ticket), 5000);

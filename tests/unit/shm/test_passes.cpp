@@ -32,46 +32,46 @@ TEST_CASE("per-pass caps are separate pools for HTTP/1 and HTTP/2") {
   auto s = makeSegment();
   const Id a(1);
   PassHold h1a, h1b, h1c, h2[3];
-  CHECK(s->tryAcquirePass(a.bytes, PassProto::H1, 2, 0, 100, &h1a) == PassAcquire::Acquired);
-  CHECK(s->tryAcquirePass(a.bytes, PassProto::H1, 2, 1, 100, &h1b) == PassAcquire::Acquired);
-  CHECK(s->tryAcquirePass(a.bytes, PassProto::H1, 2, 2, 100, &h1c) == PassAcquire::AtCap);
-  for (auto& h : h2) CHECK(s->tryAcquirePass(a.bytes, PassProto::H2, 3, 2, 100, &h) == PassAcquire::Acquired);
+  CHECK(s->passes().tryAcquire(a.bytes, PassProto::H1, 2, 0, 100, &h1a) == PassAcquire::Acquired);
+  CHECK(s->passes().tryAcquire(a.bytes, PassProto::H1, 2, 1, 100, &h1b) == PassAcquire::Acquired);
+  CHECK(s->passes().tryAcquire(a.bytes, PassProto::H1, 2, 2, 100, &h1c) == PassAcquire::AtCap);
+  for (auto& h : h2) CHECK(s->passes().tryAcquire(a.bytes, PassProto::H2, 3, 2, 100, &h) == PassAcquire::Acquired);
   PassHold extra;
-  CHECK(s->tryAcquirePass(a.bytes, PassProto::H2, 3, 0, 100, &extra) == PassAcquire::AtCap);
+  CHECK(s->passes().tryAcquire(a.bytes, PassProto::H2, 3, 0, 100, &extra) == PassAcquire::AtCap);
   CHECK(h1a.index == h1b.index);
   CHECK(h2[0].index == h1a.index);
-  CHECK(s->passUsers() == 1);
+  CHECK(s->passes().users() == 1);
 
   const Id b(2);
   PassHold hb;
-  CHECK(s->tryAcquirePass(b.bytes, PassProto::H1, 2, 0, 100, &hb) == PassAcquire::Acquired);
+  CHECK(s->passes().tryAcquire(b.bytes, PassProto::H1, 2, 0, 100, &hb) == PassAcquire::Acquired);
   CHECK(hb.index != h1a.index);
-  CHECK(s->passUsers() == 2);
+  CHECK(s->passes().users() == 2);
 
-  s->releasePass(h1a, 0, 200);
-  CHECK(s->tryAcquirePass(a.bytes, PassProto::H1, 2, 3, 200, &h1c) == PassAcquire::Acquired);
+  s->passes().release(h1a, 0, 200);
+  CHECK(s->passes().tryAcquire(a.bytes, PassProto::H1, 2, 3, 200, &h1c) == PassAcquire::Acquired);
 }
 
 TEST_CASE("the sweep removes only idle entries with nothing in flight") {
   auto s = makeSegment();
   const Id busy(1), idle(2), recent(3);
   PassHold hb, hi, hr;
-  REQUIRE(s->tryAcquirePass(busy.bytes, PassProto::H1, 4, 0, 0, &hb) == PassAcquire::Acquired);
-  REQUIRE(s->tryAcquirePass(idle.bytes, PassProto::H2, 4, 1, 0, &hi) == PassAcquire::Acquired);
-  s->releasePass(hi, 1, 0);
-  REQUIRE(s->tryAcquirePass(recent.bytes, PassProto::H1, 4, 0, 900, &hr) == PassAcquire::Acquired);
-  s->releasePass(hr, 0, 900);
-  CHECK(s->passUsers() == 3);
-  CHECK(s->sweepPasses(1000, 500) == 1);  // idle only
-  CHECK(s->passUsers() == 2);
-  s->releasePass(hb, 0, 1000);
-  CHECK(s->sweepPasses(1200, 500) == 0);
-  CHECK(s->sweepPasses(2000, 500) == 2);
-  CHECK(s->passUsers() == 0);
+  REQUIRE(s->passes().tryAcquire(busy.bytes, PassProto::H1, 4, 0, 0, &hb) == PassAcquire::Acquired);
+  REQUIRE(s->passes().tryAcquire(idle.bytes, PassProto::H2, 4, 1, 0, &hi) == PassAcquire::Acquired);
+  s->passes().release(hi, 1, 0);
+  REQUIRE(s->passes().tryAcquire(recent.bytes, PassProto::H1, 4, 0, 900, &hr) == PassAcquire::Acquired);
+  s->passes().release(hr, 0, 900);
+  CHECK(s->passes().users() == 3);
+  CHECK(s->passes().sweep(1000, 500) == 1);  // idle only
+  CHECK(s->passes().users() == 2);
+  s->passes().release(hb, 0, 1000);
+  CHECK(s->passes().sweep(1200, 500) == 0);
+  CHECK(s->passes().sweep(2000, 500) == 2);
+  CHECK(s->passes().users() == 0);
   // A swept pass comes back as a new entry on its next request.
-  REQUIRE(s->tryAcquirePass(busy.bytes, PassProto::H1, 1, 2, 2000, &hb) == PassAcquire::Acquired);
-  CHECK(s->passUsers() == 1);
-  CHECK(s->tryAcquirePass(busy.bytes, PassProto::H1, 1, 0, 2000, &hr) == PassAcquire::AtCap);
+  REQUIRE(s->passes().tryAcquire(busy.bytes, PassProto::H1, 1, 2, 2000, &hb) == PassAcquire::Acquired);
+  CHECK(s->passes().users() == 1);
+  CHECK(s->passes().tryAcquire(busy.bytes, PassProto::H1, 1, 0, 2000, &hr) == PassAcquire::AtCap);
 }
 
 TEST_CASE("a full table answers TableFull and counts it; swept entries are reused") {
@@ -79,15 +79,15 @@ TEST_CASE("a full table answers TableFull and counts it; swept entries are reuse
   PassHold h;
   for (int i = 0; i < 4; ++i) {
     const Id id(i);
-    REQUIRE(s->tryAcquirePass(id.bytes, PassProto::H1, 1, 0, 0, &h) == PassAcquire::Acquired);
-    s->releasePass(h, 0, 0);
+    REQUIRE(s->passes().tryAcquire(id.bytes, PassProto::H1, 1, 0, 0, &h) == PassAcquire::Acquired);
+    s->passes().release(h, 0, 0);
   }
   const Id late(99);
-  CHECK(s->tryAcquirePass(late.bytes, PassProto::H1, 1, 0, 0, &h) == PassAcquire::TableFull);
-  CHECK(s->snapshot().pass_table_full_total == 1);
+  CHECK(s->passes().tryAcquire(late.bytes, PassProto::H1, 1, 0, 0, &h) == PassAcquire::TableFull);
+  CHECK(s->stats().snapshot().pass_table_full_total == 1);
   const Id known(2);
-  CHECK(s->tryAcquirePass(known.bytes, PassProto::H1, 1, 0, 10, &h) == PassAcquire::Acquired);
-  CHECK(s->sweepPasses(100, 50) == 3);
-  CHECK(s->tryAcquirePass(late.bytes, PassProto::H1, 1, 0, 100, &h) == PassAcquire::Acquired);
-  CHECK(s->passUsers() == 2);
+  CHECK(s->passes().tryAcquire(known.bytes, PassProto::H1, 1, 0, 10, &h) == PassAcquire::Acquired);
+  CHECK(s->passes().sweep(100, 50) == 3);
+  CHECK(s->passes().tryAcquire(late.bytes, PassProto::H1, 1, 0, 100, &h) == PassAcquire::Acquired);
+  CHECK(s->passes().users() == 2);
 }

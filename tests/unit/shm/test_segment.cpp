@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <iterator>
+#include <set>
+#include <string_view>
 
 #include "shm/segment.h"
 
@@ -55,46 +58,46 @@ TEST_CASE("create rejects a bad geometry") {
 
 TEST_CASE("worker slots: start, heartbeat, generation") {
   auto s = makeSegment();
-  CHECK(s->slotPid(1) == 0);
-  s->slotStarted(1, 4242, 3, 1000);
-  CHECK(s->slotPid(1) == 4242);
-  CHECK(s->slotGeneration(1) == 3);
-  CHECK(s->lastHeartbeat(1) == 1000);
-  s->heartbeat(1, 2500);
-  CHECK(s->lastHeartbeat(1) == 2500);
-  CHECK(s->snapshot().workers == 1);
-  s->setGeneration(7);
-  CHECK(s->generation() == 7);
-  CHECK(s->snapshot().generation == 7);
+  CHECK(s->slots().pid(1) == 0);
+  s->slots().started(1, 4242, 3, 1000);
+  CHECK(s->slots().pid(1) == 4242);
+  CHECK(s->slots().generation(1) == 3);
+  CHECK(s->slots().lastHeartbeat(1) == 1000);
+  s->slots().heartbeat(1, 2500);
+  CHECK(s->slots().lastHeartbeat(1) == 2500);
+  CHECK(s->stats().snapshot().workers == 1);
+  s->stats().setGeneration(7);
+  CHECK(s->stats().generation() == 7);
+  CHECK(s->stats().snapshot().generation == 7);
 }
 
 TEST_CASE("reclaimDeadWorker returns exactly what the slot held") {
   auto s = makeSegment(3);
-  s->slotStarted(0, 100, 1, 0);
-  s->slotStarted(1, 101, 1, 0);
+  s->slots().started(0, 100, 1, 0);
+  s->slots().started(1, 101, 1, 0);
 
   // Slot 1: two page slots with their tickets, one asset slot, three pass holds.
-  const Issued t1 = s->issue(1, 0, 0);
-  const Issued t2 = s->issue(1, 0, 0);
+  const Issued t1 = s->tickets().issue(1, 0, 0);
+  const Issued t2 = s->tickets().issue(1, 0, 0);
   REQUIRE(t1.outcome == IssueOutcome::Ready);
   REQUIRE(t2.outcome == IssueOutcome::Ready);
-  REQUIRE(s->tryAcquirePage(1));
-  REQUIRE(s->tryAcquirePage(1));
-  REQUIRE(s->tryAcquireAsset(1));
+  REQUIRE(s->pages().tryAcquire(1));
+  REQUIRE(s->pages().tryAcquire(1));
+  REQUIRE(s->assets().tryAcquire(1));
   uint8_t id[16] = {1, 2, 3};
   PassHold h;
-  REQUIRE(s->tryAcquirePass(id, PassProto::H1, 5, 1, 0, &h) == PassAcquire::Acquired);
-  REQUIRE(s->tryAcquirePass(id, PassProto::H1, 5, 1, 0, &h) == PassAcquire::Acquired);
-  REQUIRE(s->tryAcquirePass(id, PassProto::H2, 5, 1, 0, &h) == PassAcquire::Acquired);
+  REQUIRE(s->passes().tryAcquire(id, PassProto::H1, 5, 1, 0, &h) == PassAcquire::Acquired);
+  REQUIRE(s->passes().tryAcquire(id, PassProto::H1, 5, 1, 0, &h) == PassAcquire::Acquired);
+  REQUIRE(s->passes().tryAcquire(id, PassProto::H2, 5, 1, 0, &h) == PassAcquire::Acquired);
   // Slot 0 holds one of everything and must keep it.
-  const Issued t3 = s->issue(0, 0, 0);
+  const Issued t3 = s->tickets().issue(0, 0, 0);
   REQUIRE(t3.outcome == IssueOutcome::Ready);
-  REQUIRE(s->tryAcquirePage(0));
-  REQUIRE(s->tryAcquireAsset(0));
+  REQUIRE(s->pages().tryAcquire(0));
+  REQUIRE(s->assets().tryAcquire(0));
   PassHold h0;
-  REQUIRE(s->tryAcquirePass(id, PassProto::H1, 5, 0, 0, &h0) == PassAcquire::Acquired);
+  REQUIRE(s->passes().tryAcquire(id, PassProto::H1, 5, 0, 0, &h0) == PassAcquire::Acquired);
   // A waiting ticket issued by slot 1 belongs to its visitor, not the worker.
-  const Issued waiting = s->issue(1, 0, 0);
+  const Issued waiting = s->tickets().issue(1, 0, 0);
   REQUIRE(waiting.outcome == IssueOutcome::Queued);
 
   const ReclaimReport r = s->reclaimDeadWorker(1);
@@ -103,17 +106,17 @@ TEST_CASE("reclaimDeadWorker returns exactly what the slot held") {
   CHECK(r.asset_slots == 1);
   CHECK(r.pass_holds == 3);
   CHECK(r.total() == 6);
-  CHECK(s->slotPid(1) == 0);
-  CHECK(s->pageOccupancy() == 1);
-  CHECK(s->assetInFlight() == 1);
-  CHECK(s->liveQueueDepth() == 1);
-  CHECK(s->snapshot().slots_reclaimed_total == 6);
-  CHECK(s->snapshot().workers == 1);
+  CHECK(s->slots().pid(1) == 0);
+  CHECK(s->pages().occupancy() == 1);
+  CHECK(s->assets().occupancy() == 1);
+  CHECK(s->tickets().liveQueueDepth() == 1);
+  CHECK(s->stats().snapshot().slots_reclaimed_total == 6);
+  CHECK(s->stats().snapshot().workers == 1);
   // The freed window admits the waiting ticket; the pass has one H1 hold left.
-  CHECK(s->claim(waiting.cookie, 0));
+  CHECK(s->tickets().claim(waiting.cookie, 0));
   PassHold more;
-  for (int i = 0; i < 4; ++i) CHECK(s->tryAcquirePass(id, PassProto::H1, 5, 2, 0, &more) == PassAcquire::Acquired);
-  CHECK(s->tryAcquirePass(id, PassProto::H1, 5, 2, 0, &more) == PassAcquire::AtCap);
+  for (int i = 0; i < 4; ++i) CHECK(s->passes().tryAcquire(id, PassProto::H1, 5, 2, 0, &more) == PassAcquire::Acquired);
+  CHECK(s->passes().tryAcquire(id, PassProto::H1, 5, 2, 0, &more) == PassAcquire::AtCap);
   CHECK(s->reclaimDeadWorker(1).total() == 0);
 }
 
@@ -133,9 +136,9 @@ TEST_CASE("stats snapshot reports every counter") {
                          Counter::WorkerRestartsTotal,
                          Counter::SlotsReclaimedTotal};
   uint64_t n = 1;
-  for (Counter c : all) s->count(c, n++);
-  s->count(Counter::QueuedTotal);
-  const StatsSnapshot st = s->snapshot();
+  for (Counter c : all) s->stats().count(c, n++);
+  s->stats().count(Counter::QueuedTotal);
+  const StatsSnapshot st = s->stats().snapshot();
   CHECK(st.queued_total == 2);
   CHECK(st.evicted_total == 2);
   CHECK(st.timeouts_total == 3);
@@ -157,4 +160,22 @@ TEST_CASE("stats snapshot reports every counter") {
   CHECK(st.asset_in_flight == 0);
   CHECK(st.asset_users == 0);
   CHECK(st.workers == 0);
+}
+
+TEST_CASE("the counter table: one enum value, one stats key and one snapshot field per entry") {
+  CHECK(kCounterCount == std::size(kAllCounters));
+  std::set<std::string_view> keys;
+  for (Counter c : kAllCounters) keys.insert(counterKey(c));
+  CHECK(keys.size() == kCounterCount);
+  CHECK(counterKey(Counter::QueuedTotal) == "queued_total");
+  CHECK(counterKey(Counter::SlotsReclaimedTotal) == "slots_reclaimed_total");
+
+  auto s = makeSegment();
+  uint64_t n = 1;
+  for (Counter c : kAllCounters) s->stats().count(c, n++);
+  const StatsSnapshot st = s->stats().snapshot();
+  n = 1;
+  for (Counter c : kAllCounters) CHECK(st.counter(c) == n++);
+  CHECK(st.queued_total == 1);  // the field and counter() are the same storage
+  CHECK(st.slots_reclaimed_total == kCounterCount);
 }

@@ -1,0 +1,117 @@
+// The page and asset semaphores; the design is in semaphore.h.
+#include "shm/semaphore.h"
+
+#include <bit>
+#include <cstdlib>
+
+#include "common/log.h"
+#include "shm/layout.h"
+#include "shm/worker_slots.h"
+
+namespace concert::shm {
+
+namespace {
+
+constexpr int kAcquireTries = 8;
+
+// A slot's counter only goes below 0 after a release without its acquire
+// (semaphore.h): the ledger is wrong, and nothing after that can be trusted.
+[[noreturn]] __attribute__((cold)) void negativeCount(const char* name, WorkerSlot slot, int64_t held) {
+  LOG_ERROR("shm: broken invariant: %s semaphore count of slot %u is %lld < 0 (a release without its acquire)", name,
+            slot, static_cast<long long>(held));
+  std::abort();
+}
+
+}  // namespace
+
+Semaphore::Semaphore(Layout& layout, WorkerSlots& slots, std::atomic<int64_t> SlotRecord::*counter,
+                     std::atomic<int64_t>* cap, Resource resource, std::atomic<uint64_t>* utilization, const char* name)
+    : Handle(layout, slots),
+      cap_(cap),
+      resource_(resource),
+      counter_(counter),
+      utilization_(utilization),
+      name_(name) {}
+
+int64_t Semaphore::occupancy() const {
+  int64_t total = 0;
+  for (uint32_t s = 0; s < layout_->geometry.worker_slots; ++s) {
+    const int64_t held = (layout_->slots[s].*counter_).load(std::memory_order_seq_cst);
+    if (held < 0) negativeCount(name_, s, held);
+    total += held;
+  }
+  return total;
+}
+
+bool Semaphore::tryAcquire(WorkerSlot slot) {
+  std::atomic<int64_t>& own = layout_->slots[slot].*counter_;
+  bool room_left = false;
+  for (int attempt = 0; attempt < kAcquireTries; ++attempt) {
+    own.fetch_add(1, std::memory_order_seq_cst);
+    const int64_t total = occupancy();
+    const int64_t limit = cap_->load(std::memory_order_seq_cst);
+    if (total <= limit) {
+      updateUtilization();
+      return true;
+    }
+    own.fetch_sub(1, std::memory_order_seq_cst);
+    // Without our reservation: if the others alone fill the cap, it is full.
+    if (occupancy() >= limit) break;
+    room_left = true;
+    for (int i = 0; i <= attempt; ++i) cpuRelax();
+  }
+  if (room_left) slots_->wake(resource_);
+  return false;
+}
+
+void Semaphore::release(WorkerSlot slot) {
+  (layout_->slots[slot].*counter_).fetch_sub(1, std::memory_order_seq_cst);
+  updateUtilization();
+  slots_->wake(resource_);
+}
+
+int32_t Semaphore::cap() const {
+  return static_cast<int32_t>(cap_->load(std::memory_order_seq_cst));
+}
+
+int64_t Semaphore::reclaim(WorkerSlot slot) {
+  const int64_t held = (layout_->slots[slot].*counter_).exchange(0, std::memory_order_seq_cst);
+  updateUtilization();
+  return held;
+}
+
+void Semaphore::updateUtilization() {
+  if (!utilization_) return;
+  const int64_t cap = cap_->load(std::memory_order_relaxed);
+  const int64_t held = occupancy();
+  double sample = cap > 0 ? static_cast<double>(held) / static_cast<double>(cap) : 0.0;
+  if (sample > 1.0) sample = 1.0;
+  uint64_t old = utilization_->load(std::memory_order_relaxed);
+  for (;;) {
+    const double current = std::bit_cast<double>(old);
+    const double next = current + 0.1 * (sample - current);
+    if (utilization_->compare_exchange_weak(old, std::bit_cast<uint64_t>(next), std::memory_order_relaxed)) return;
+  }
+}
+
+PageSemaphore::PageSemaphore(Layout& layout, WorkerSlots& slots)
+    : Semaphore(layout, slots, &SlotRecord::page, &layout.header->page_cap, Resource::PageSlot,
+                &layout.header->utilization, "page") {}
+
+void PageSemaphore::setCap(int32_t cap) {
+  if (cap < 1) cap = 1;  // the API's floor (POST /_room/cap refuses < 1 before this)
+  const int64_t old = cap_->exchange(cap, std::memory_order_seq_cst);
+  // A wider window also makes waiting tickets ready; they learn it on their
+  // next poll. Parked requests retry at once.
+  if (cap > old) slots_->wake(resource_);
+}
+
+int32_t PageSemaphore::configuredCap() const {
+  return static_cast<int32_t>(layout_->header->configured_page_cap.load(std::memory_order_seq_cst));
+}
+
+void PageSemaphore::setConfiguredCap(int32_t cap) {
+  layout_->header->configured_page_cap.store(cap, std::memory_order_seq_cst);
+}
+
+}  // namespace concert::shm

@@ -1,0 +1,86 @@
+// A counting semaphore shared by every worker: the page semaphore (the
+// room's cap) and the global asset semaphore are both this type.
+//
+// States: one signed counter per worker slot (SlotRecord::page or ::asset,
+// each on its own cache line); the occupancy is their sum, and the cap is a
+// header word (page_cap, changed at run time; asset_cap, fixed at create).
+//
+// Who writes: a slot's counter only by its own worker (+1 to try, -1 to back
+// off or release), and by the master in reclaim, after that worker is dead.
+// A slot's counter is therefore never below 0, nor is the sum. A negative
+// count is a broken invariant (a release without its acquire): reading it
+// (occupancy(), and so every acquire and release) logs it and aborts the
+// process rather than clamp the sum to 0 and hide it.
+//
+// tryAcquire increments its own slot's counter first, then sums every slot
+// (sequentially consistent, Dekker-style): if the sum exceeds the cap it
+// takes its increment back and fails. Two racing acquirers can both back off
+// (each sees the other's reservation); that is a spurious failure, never an
+// over-admission, so a failed acquirer re-sums without its own reservation
+// and retries a few times while there is room, and on giving up with room
+// left it wakes the parked waiters so nothing sleeps on a free slot.
+// Shrinking the cap only lowers the bound new acquisitions are checked
+// against: in-flight requests keep their slots, nobody new gets in until the
+// sum is below the new cap.
+//
+// A worker SIGKILLed anywhere leaves exactly its holds (plus at most one
+// half-made reservation) in its own counter; reclaim() zeroes it.
+//
+// The page semaphore also keeps the smoothed utilization word (EWMA of
+// occupancy / cap, updated on each acquire and release; Stats reads it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "shm/handle.h"
+#include "shm/types.h"
+
+namespace concert::shm {
+
+struct SlotRecord;
+
+class Semaphore : public Handle {
+ public:
+  bool tryAcquire(WorkerSlot slot);  // false: occupancy >= cap (the cap may have shrunk)
+  void release(WorkerSlot slot);     // wakes this semaphore's waiters
+  int32_t cap() const;
+  int64_t occupancy() const;  // held over every slot
+
+ protected:
+  friend class Segment;
+  // `counter`: the slot's word for this semaphore; `cap`: the header word;
+  // `utilization`: the header word to keep smoothed, or null.
+  Semaphore(Layout& layout, WorkerSlots& slots, std::atomic<int64_t> SlotRecord::*counter, std::atomic<int64_t>* cap,
+            Resource resource, std::atomic<uint64_t>* utilization, const char* name);
+
+  std::atomic<int64_t>* cap_;
+  Resource resource_;
+
+ private:
+  int64_t reclaim(WorkerSlot slot) override;  // zeroes the slot's counter
+  void updateUtilization();
+
+  std::atomic<int64_t> SlotRecord::*counter_;
+  std::atomic<uint64_t>* utilization_;
+  const char* name_;  // "page" or "asset", for the broken-invariant message
+};
+
+// The page semaphore: the cap can change at run time.
+class PageSemaphore final : public Semaphore {
+ public:
+  // Runtime cap (POST /_room/cap, reload). Never lets occupancy pass the new
+  // cap: in-flight keeps its slots, new acquisitions wait. Growing wakes waiters.
+  void setCap(int32_t cap);
+
+  // The cap the configuration asked for when the runtime cap was last set by
+  // the master; lets a reload tell a runtime override from a config change.
+  int32_t configuredCap() const;
+  void setConfiguredCap(int32_t cap);
+
+ private:
+  friend class Segment;
+  PageSemaphore(Layout& layout, WorkerSlots& slots);
+};
+
+}  // namespace concert::shm

@@ -1,0 +1,50 @@
+// Counters, generation and the stats snapshot; see stats.h.
+#include "shm/stats.h"
+
+#include <bit>
+
+#include "shm/layout.h"
+#include "shm/pass_table.h"
+#include "shm/semaphore.h"
+#include "shm/tickets.h"
+#include "shm/worker_slots.h"
+
+namespace concert::shm {
+
+Stats::Stats(Layout& layout, const TicketRing& tickets, const PageSemaphore& pages, const Semaphore& assets,
+             const PassTable& passes, const WorkerSlots& slots)
+    : layout_(&layout), tickets_(&tickets), pages_(&pages), assets_(&assets), passes_(&passes), slots_(&slots) {}
+
+void Stats::count(Counter c, uint64_t n) {
+  layout_->counter(c).fetch_add(n, std::memory_order_relaxed);
+}
+
+double Stats::utilization() const {
+  return std::bit_cast<double>(layout_->header->utilization.load(std::memory_order_relaxed));
+}
+
+uint32_t Stats::generation() const {
+  return layout_->header->generation.load(std::memory_order_seq_cst);
+}
+
+void Stats::setGeneration(uint32_t generation) {
+  layout_->header->generation.store(generation, std::memory_order_seq_cst);
+}
+
+StatsSnapshot Stats::snapshot() const {
+  StatsSnapshot s;
+  s.cap = pages_->cap();
+  s.occupancy = pages_->occupancy();
+  s.queue_depth = tickets_->queueDepth();
+  s.live_queue_depth = tickets_->liveQueueDepth();
+  s.utilization = utilization();
+  s.asset_cap = assets_->cap();
+  s.asset_in_flight = assets_->occupancy();
+  s.asset_users = passes_->users();
+  s.workers = slots_->running();
+  s.generation = generation();
+  for (Counter c : kAllCounters) s.counter(c) = layout_->counter(c).load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace concert::shm

@@ -1,0 +1,128 @@
+// The plain value types of src/shm: what callers pass to the segment's
+// subsystems and get back from them. Nothing here lives in shared memory or
+// holds a resource; they are copied freely, so a SIGKILL leaves nothing of
+// them behind. The words they describe are in layout.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/clock.h"
+#include "shm/counters.h"
+
+namespace concert::shm {
+
+using WorkerSlot = uint32_t;  // index into the worker-slot table
+constexpr WorkerSlot kNoSlot = 0xffffffffu;
+
+// ---------------------------------------------------------------- geometry
+struct Geometry {
+  uint32_t ring_size = 1u << 16;        // power of two; live tickets at most ring_size
+  uint32_t worker_slots = 4;            // >= 2 * workers (old and new generation side by side)
+  uint32_t pass_table_size = 1u << 16;  // power of two; passes tracked at once
+};
+
+// ring: next power of two >= 2 * (max_queue + cap), at least 2^12;
+// max_queue == 0 (unlimited) gives 2^20. slots: 2 * workers (at least 2).
+// pass table: next power of two >= asset_users_max.
+Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t asset_users_max);
+
+// ---------------------------------------------------------------- tickets
+// What the room_ticket cookie carries (admission/cookies.h encodes it): the
+// ticket number and the random nonce that proves the visitor was given it.
+struct TicketCookie {
+  uint64_t ticket = 0;
+  uint64_t nonce = 0;
+};
+
+enum class IssueOutcome {
+  Ready,     // fast path: the ticket may take a slot now (already claimed for `slot`)
+  Queued,    // a waiting ticket; give the visitor the cookie and the waiting page
+  Breaker,   // max-queue reached: 503, no ticket taken
+  RingFull,  // no free ring entry: answered like the breaker, counted in ring_full_total
+};
+
+struct Issued {
+  IssueOutcome outcome = IssueOutcome::Breaker;
+  TicketCookie cookie;   // valid for Ready and Queued
+  int64_t position = 0;  // Queued: >= 1
+};
+
+enum class TicketState {
+  Unknown,  // no such live ticket (admitted already, reaped, forged, other instance)
+  Expired,  // it was waiting but its sliding TTL ran out; now retired
+  Waiting,  // still in line: `position` >= 1
+  Ready,    // inside the window: may claim a slot
+};
+
+struct TicketView {
+  TicketState state = TicketState::Unknown;
+  int64_t position = 0;         // Waiting: >= 1
+  int64_t raw_position = 0;     // unclamped (rate-limited polls report it)
+  bool rate_limited = false;    // poll(): previous accepted poll < 1 s ago
+  bool refresh_cookie = false;  // cookies were last sent >= ttl/3 ago (now stamped as sent)
+};
+
+// ---------------------------------------------------------------- passes
+enum class PassProto { H1 = 0, H2 = 1 };
+
+struct PassHold {  // returned by PassTable::tryAcquire; give it back to release
+  uint32_t index = 0xffffffffu;
+  PassProto proto = PassProto::H1;
+  bool valid() const { return index != 0xffffffffu; }
+};
+
+enum class PassAcquire {
+  Acquired,
+  AtCap,      // this pass already has cap requests in flight for this protocol: wait or 429
+  TableFull,  // no entry free for a new pass: the request gets 503 (counted in pass_table_full_total)
+};
+
+// ---------------------------------------------------------------- waits
+// Resources a worker can wait for across processes. A release of one wakes
+// (eventfd write) every worker slot that registered waiters for it.
+enum class Resource : uint32_t { PageSlot = 0, AssetSlot = 1, PassSlot = 2 };
+
+// ---------------------------------------------------------------- stats
+struct StatsSnapshot {
+  int32_t cap = 0;
+  int64_t occupancy = 0;
+  int64_t queue_depth = 0;
+  int64_t live_queue_depth = 0;
+  double utilization = 0;  // smoothed (EWMA, alpha 0.1, on each page acquire/release)
+  int32_t asset_cap = 0;
+  int64_t asset_in_flight = 0;
+  int64_t asset_users = 0;
+  uint32_t workers = 0;  // live worker processes
+  uint32_t generation = 0;
+
+  // One field per counter, named by its stats key (counters.h).
+#define CONCERT_COUNTER_FIELD(name, key) uint64_t key = 0;
+  CONCERT_COUNTERS(CONCERT_COUNTER_FIELD)
+#undef CONCERT_COUNTER_FIELD
+
+  // The field of counter `c`.
+  uint64_t counter(Counter c) const {
+    return const_cast<StatsSnapshot*>(this)->counter(c);
+  }
+  uint64_t& counter(Counter c) {
+    switch (c) {
+#define CONCERT_COUNTER_CASE(name, key) \
+  case Counter::name: return key;
+      CONCERT_COUNTERS(CONCERT_COUNTER_CASE)
+#undef CONCERT_COUNTER_CASE
+    }
+    return queued_total;  // unreachable: the switch covers every Counter
+  }
+};
+
+// What Segment::reclaimDeadWorker returned to the pool (for the log line).
+struct ReclaimReport {
+  int64_t page_slots = 0;
+  int64_t tickets_finished = 0;
+  int64_t asset_slots = 0;
+  int64_t pass_holds = 0;
+  int64_t total() const { return page_slots + asset_slots + pass_holds; }
+};
+
+}  // namespace concert::shm

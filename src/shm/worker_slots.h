@@ -1,0 +1,93 @@
+// Worker slots and cross-process wake-ups.
+//
+// THE LOST-WAKE-UP RULE (stated here once; every wait across processes
+// relies on it):
+//   * A waiter raises its slot's waiting flag for a resource (setWaiting)
+//     BEFORE it checks the shared state one last time. Whoever frees the
+//     resource changes the shared state BEFORE it reads the flags (wake).
+//     Both sides are sequentially consistent, so either the waiter's last
+//     check sees the release, or the release sees the flag and wakes the
+//     waiter's slot. That is why every path that frees something a waiter
+//     can want (a semaphore or pass release, a finished ticket, a cap that
+//     grew, a reclaimed slot) ends in wake(resource).
+//   * The eventfd is written once until it is read: wake() raises
+//     wake_pending and writes only if it was down. The worker lowers
+//     wake_pending (wakeConsumed) BEFORE it reads the eventfd, so a wake-up
+//     after that read writes again.
+//
+// States of a slot: free (pid 0) --started()--> running (pid, generation,
+// heartbeat) --the process exits, the master reaps it--> Segment::
+// reclaimDeadWorker --> free. The ledger (page / asset counters, pass cells,
+// owned tickets) is zero whenever a slot is free.
+//
+// Who writes which word (SlotRecord, layout.h):
+//   pid, generation  started(): the master, or the new worker itself right
+//                    after fork(); pid = 0 only by the master in reclaim.
+//   heartbeat        the slot's worker (the master reads it in its janitor).
+//   waiting_mask     the slot's worker (worker::SlotWaiters); the master
+//                    zeroes it in reclaim.
+//   wake_pending     raised by any waker, lowered by the slot's worker.
+//
+// A SIGKILL leaves the slot with its pid set, possibly a raised waiting
+// flag, wake_pending up and an unread eventfd count. reclaim() lowers the
+// flags, drains the eventfd (a wake-up meant for the dead worker must not
+// reach the slot's next one) and frees the slot.
+//
+// The eventfds themselves are process-local: one per slot, created by the
+// master before the first fork and inherited by every worker.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "shm/types.h"
+
+namespace concert::shm {
+
+class Layout;
+
+class WorkerSlots {
+ public:
+  WorkerSlots(const WorkerSlots&) = delete;
+  WorkerSlots& operator=(const WorkerSlots&) = delete;
+  ~WorkerSlots();
+
+  // Mark `slot` as running `pid` for `generation`. The ledger is not reset
+  // here: it is zero from create() and from Segment::reclaimDeadWorker(),
+  // which must run after every exit of a slot's process (graceful or not)
+  // before the slot is reused. So this may be called by the master after
+  // fork() or by the new worker itself.
+  void started(WorkerSlot slot, int pid, uint32_t generation, Millis now);
+  // Worker: heartbeat; the master reads it in the janitor.
+  void heartbeat(WorkerSlot slot, Millis now);
+  Millis lastHeartbeat(WorkerSlot slot) const;
+  int pid(WorkerSlot slot) const;  // 0 when free
+  uint32_t generation(WorkerSlot slot) const;
+  uint32_t running() const;  // slots with a live process
+
+  int eventFd(WorkerSlot slot) const;  // readable when woken
+  // The worker owning `slot` in this process: wake-ups for it call `fn(arg)`
+  // (which must only schedule work) instead of writing the eventfd.
+  void setLocalWake(WorkerSlot slot, void (*fn)(void*), void* arg);
+  // Before reading the eventfd: later wake-ups write it again.
+  void wakeConsumed(WorkerSlot slot);
+  void setWaiting(WorkerSlot slot, Resource r, bool waiting);  // "I have parked requests for r"
+  void wake(Resource r);                                       // wake every slot waiting for r
+
+ private:
+  friend class Segment;
+  explicit WorkerSlots(Layout& layout);  // creates one eventfd per slot
+  // Master, the slot's process reaped: lower its flags, drain its eventfd,
+  // mark it free. Wakes nobody (Segment::reclaimDeadWorker does, once).
+  void reclaim(WorkerSlot slot);
+
+  Layout* layout_;
+  std::vector<int> eventfds_;
+  // This process's own worker slot: a wake-up for it runs `local_wake_`
+  // instead of writing its eventfd (no system call to wake oneself).
+  uint32_t local_slot_ = UINT32_MAX;
+  void (*local_wake_)(void*) = nullptr;
+  void* local_wake_arg_ = nullptr;
+};
+
+}  // namespace concert::shm
