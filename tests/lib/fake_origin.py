@@ -2,10 +2,12 @@
 
 Records every request (method, path, headers, body) and the maximum number of
 requests in flight at once, overall and for page paths. Behaviour by path:
-  /slow...            block until release() (or ?timeout=S passes), then "ok"
+  /slow...            block until release() (or ?timeout=S passes), then "ok";
+                      with ?gate=NAME, until release(NAME) instead
   /assets/slow...     same, for asset tests
   /sleep?ms=N         sleep N ms then "ok"
   /sse                one event "data: hello\\n\\n" then hold the stream open until release()
+                      (or ?timeout=S passes; 30 s by default)
   /echo               echo the request body (Content-Type preserved)
   /big?n=BYTES        BYTES of deterministic data, Content-Length framed
   /chunked?n=BYTES    BYTES of deterministic data, chunked
@@ -39,12 +41,17 @@ class Recorder:
         self.page_in_flight = 0
         self.max_page_in_flight = 0
         self.gate = threading.Event()
+        self.gates = {}  # name -> Event, for /slow?gate=NAME
         self.page_prefixes = None  # None: every path counts as a page
 
     def is_page(self, path):
         if self.page_prefixes is None:
             return True
         return not any(path.startswith(p) for p in self.page_prefixes)
+
+    def named_gate(self, name):
+        with self.lock:
+            return self.gates.setdefault(name, threading.Event())
 
     def hits(self, path=None):
         with self.lock:
@@ -53,6 +60,12 @@ class Recorder:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        # Headers and body go out in two writes: with Nagle on, the body waits
+        # for the proxy's delayed ACK (about 40 ms a response).
+        self.disable_nagle_algorithm = self.server.nodelay
+        super().setup()
 
     def log_message(self, *args):
         pass
@@ -108,7 +121,8 @@ class Handler(BaseHTTPRequestHandler):
     def _respond(self, path, qs, body):
         rec = self.server.recorder
         if path.startswith("/slow") or path.startswith("/assets/slow"):
-            rec.gate.wait(float(qs.get("timeout", ["30"])[0]))
+            gate = rec.named_gate(qs["gate"][0]) if "gate" in qs else rec.gate
+            gate.wait(float(qs.get("timeout", ["30"])[0]))
             return self._send(200, b"ok")
         if path == "/sleep":
             time.sleep(int(qs.get("ms", ["10"])[0]) / 1000.0)
@@ -120,7 +134,7 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"data: hello\n\n")
             self.wfile.flush()
-            rec.gate.wait(30)
+            rec.gate.wait(float(qs.get("timeout", ["30"])[0]))
             self.close_connection = True
             return
         if path == "/echo":
@@ -151,24 +165,30 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class FakeOrigin:
-    def __init__(self, host="127.0.0.1"):
+    def __init__(self, host="127.0.0.1", nodelay=False):
+        """nodelay: set TCP_NODELAY on accepted connections, for tests that send thousands of requests."""
         self.recorder = Recorder()
         self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
+        self.server.nodelay = nodelay
         self.server.recorder = self.recorder
         self.port = self.server.server_address[1]
         self.url = "http://%s:%d" % (host, self.port)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def release(self):
-        self.recorder.gate.set()
+    def release(self, name=None):
+        """Open the default gate, or only the named one (/slow?gate=NAME)."""
+        (self.recorder.named_gate(name) if name is not None else self.recorder.gate).set()
 
     def hold(self):
         self.recorder.gate.clear()
 
     def stop(self):
         self.recorder.gate.set()
+        with self.recorder.lock:
+            for gate in self.recorder.gates.values():
+                gate.set()
         self.server.shutdown()
         self.server.server_close()
 

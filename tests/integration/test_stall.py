@@ -1,0 +1,629 @@
+"""Admission never stalls (traffic.md §1, issue 14), against the real binary and a fake origin.
+
+Which rule of traffic.md §1 each case checks:
+  test_1_long_request_does_not_pin_the_ring         §1.1 live tickets bound the line, nothing else
+  test_2_ghost_tickets_do_not_freeze_the_room       §1.3 ghost tickets leave quickly (and §1.2)
+  test_3_missed_turn_stops_blocking_then_keeps_place §1.2 a missed turn does not hold the line
+  test_4_flood_then_a_real_visitor_gets_a_ticket    §1.3 (and §1.1): ghosts stop counting towards -max-queue
+  test_5_browsers_following_the_page_are_admitted   §1.4 a freed slot is taken at once (events, else polling)
+  test_6_positions_never_increase                   §1.5 positions never increase while a visitor polls
+  test_7_kill_9_of_a_worker_leaves_the_line_moving  §1.1-§1.4 with a SIGKILLed worker (crash safety)
+
+Everything is bounded in time and in count; traffic goes to 127.0.0.1 only; the only processes
+signalled are the ones these tests started (by pid). The only timing checks are the contract's own
+admission bounds: claim window + grace + a few seconds for a line blocked by missed turns or ghosts,
+1.25 x N*S/C + 2 s for browsers following the page's protocol. Every other wait is a generous bound
+on something that must happen, not a speed requirement.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import threading
+import time
+import unittest
+
+from concert_harness import Concert, header, headers_all, run_in_thread, wait_for
+from fake_origin import FakeOrigin
+
+BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+POLL_EVERY = 1.05  # the waiting page's poll, just over the 1-second poll rate limit
+
+
+def cookies(headers):
+    """{name: value} of a response's Set-Cookie headers."""
+    out = {}
+    for line in headers_all(headers, "Set-Cookie"):
+        name, _, rest = line.partition("=")
+        out[name] = rest.split(";")[0]
+    return out
+
+
+def ring_size(max_queue, cap):
+    """The ticket ring today (src/shm/segment.cpp computeGeometry): next power of two
+    >= 2 * (max_queue + cap), at least 4096."""
+    live = max_queue + max(cap, 1)
+    return max(1 << (2 * live - 1).bit_length(), 4096)
+
+
+def is_waiting_page(status, headers, body):
+    return (status == 200 and (header(headers, "Content-Type") or "").startswith("text/html")
+            and b"/queue/" in body and "room_ticket" in cookies(headers))
+
+
+def is_admitted(status, body):
+    """The fake origin answers every page path these tests use with "ok"."""
+    return status == 200 and body == b"ok"
+
+
+def finished(thread, result, timeout=15):
+    thread.join(timeout)
+    if thread.is_alive():
+        raise AssertionError("request still unanswered after %ds" % timeout)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+class Visitor:
+    """A browser with a cookie jar that follows the waiting page's protocol: on the waiting page it
+    opens GET /queue/events and waits for `event: ready`; when that is not a 200 text/event-stream
+    (or the stream breaks) it polls /queue/status every ~1 s; once ready it requests the page again
+    with its cookies."""
+
+    def __init__(self, concert, name=""):
+        self.concert = concert
+        self.name = name
+        self.cookies = {}
+        self.last_poll = 0.0
+        self.positions = []  # (ticket, position) from accepted polls and position events
+        self.events_used = False
+        self.statuses = []  # every page answer's status, in order
+
+    @property
+    def ticket(self):
+        return self.cookies.get("room_ticket")
+
+    def _headers(self, extra=None):
+        h = dict(extra or {})
+        if self.cookies:
+            h["Cookie"] = "; ".join("%s=%s" % kv for kv in self.cookies.items())
+        return h
+
+    def _keep(self, headers):
+        for name, value in cookies(headers).items():
+            self.cookies[name] = value
+
+    def request(self, path, headers=None, timeout=10):
+        status, resp_headers, body = self.concert.get(path, self._headers(headers), timeout=timeout)
+        self._keep(resp_headers)
+        return status, resp_headers, body
+
+    def page(self, path, timeout=10):
+        status, headers, body = self.request(path, BROWSER, timeout)
+        self.statuses.append(status)
+        return status, headers, body
+
+    def poll(self):
+        """One /queue/status poll, no faster than the rate limit allows. Returns the JSON document of
+        an accepted (200) answer, or None for a rate-limited (429) one, which carries no new position."""
+        wait = self.last_poll + POLL_EVERY - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        self.last_poll = time.time()
+        status, _, body = self.request("/queue/status", timeout=10)
+        if status != 200:
+            return None
+        doc = json.loads(body)
+        if not doc.get("ready") and "position" in doc:
+            self.positions.append((self.ticket, doc["position"]))
+        return doc
+
+    def events(self, deadline):
+        """Wait on GET /queue/events. True: `event: ready` came; None: no usable stream (not 200
+        text/event-stream, broken, or the deadline passed) and the caller falls back to polling."""
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            return None
+        conn = http.client.HTTPConnection("127.0.0.1", self.concert.port, timeout=max(0.5, remaining))
+        try:
+            conn.request("GET", "/queue/events", headers=self._headers({"Accept": "text/event-stream"}))
+            resp = conn.getresponse()
+            self._keep(resp.getheaders())
+            ctype = resp.getheader("Content-Type") or ""
+            if resp.status != 200 or not ctype.startswith("text/event-stream"):
+                resp.read()
+                return None
+            self.events_used = True
+            event, data = None, b""
+            while time.time() < deadline:
+                line = resp.readline()
+                if not line:
+                    return None
+                line = line.rstrip(b"\r\n")
+                if line.startswith(b"event:"):
+                    event = line[6:].strip()
+                elif line.startswith(b"data:"):
+                    data += line[5:].strip()
+                elif line == b"":
+                    if event == b"ready":
+                        return True
+                    if event == b"position" and data:
+                        doc = json.loads(data)
+                        if "position" in doc:
+                            self.positions.append((self.ticket, doc["position"]))
+                    event, data = None, b""
+            return None
+        except (OSError, http.client.HTTPException, ValueError):
+            return None
+        finally:
+            conn.close()
+
+    def wait_turn(self, deadline, use_events=True):
+        """Until the ticket is ready (True) or the deadline passes (False)."""
+        if use_events and self.events(deadline):
+            return True
+        while time.time() < deadline:
+            try:
+                doc = self.poll()
+            except (OSError, http.client.HTTPException):
+                time.sleep(0.2)
+                continue
+            if doc is not None and doc.get("ready"):
+                return True
+        return False
+
+    def admit(self, path, deadline, use_events=True):
+        """Request `path` as a browser until the origin answers it. Returns the time of admission,
+        or None when the deadline passed first."""
+        while time.time() < deadline:
+            try:
+                status, headers, body = self.page(path, timeout=max(1, deadline - time.time()))
+            except (OSError, http.client.HTTPException):
+                time.sleep(0.2)
+                continue
+            if is_admitted(status, body):
+                return time.time()
+            if status == 503:
+                time.sleep(0.5)
+                continue
+            self.wait_turn(deadline, use_events)
+        return None
+
+
+class StallTest(unittest.TestCase):
+    def setUp(self):
+        self.origin = FakeOrigin(nodelay=True)  # thousands of requests: no 40 ms delayed-ACK stall each
+
+    def tearDown(self):
+        self.origin.stop()
+
+    def concert(self, *args, workers=2, **kw):
+        return Concert(["-upstream", self.origin.url] + list(args), workers=workers, **kw)
+
+    def counter(self, stats, name):
+        self.assertIn(name, stats, "/_room/stats has no %s" % name)
+        return stats[name]
+
+    def fill(self, c, n, path="/slow"):
+        """n page requests that hold their slots until the origin's gate opens."""
+        held = [run_in_thread(c.get, "%s%sholder=%d" % (path, "&" if "?" in path else "?", i), None, 60)
+                for i in range(n)]
+        self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == n, timeout=10), c.log())
+        return held
+
+    # ------------------------------------------------------------------ §1.1
+    def test_1_long_request_does_not_pin_the_ring(self):
+        """One event stream open for the whole test plus more short page requests than the ring has
+        entries: none is refused, ring_full_total stays 0."""
+        cap, max_queue = 4, 10
+        n = ring_size(max_queue, cap) + 128
+        with self.concert("-cap", str(cap), "-max-queue", str(max_queue)) as c:
+            stream = socket.create_connection(("127.0.0.1", c.port), timeout=10)
+            try:
+                # The fake origin holds the stream open until release(), at most 300 s.
+                stream.sendall(b"GET /sse?timeout=300 HTTP/1.1\r\nHost: concert.test\r\n"
+                               b"Accept: text/event-stream\r\n\r\n")
+                got = b""
+                while b"data: hello" not in got:
+                    chunk = stream.recv(4096)
+                    self.assertTrue(chunk, "the event stream closed before its first event: %r" % got)
+                    got += chunk
+                self.assertTrue(got.startswith(b"HTTP/1.1 200"), got[:200])
+                self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=10), c.log())
+
+                # Two keep-alive clients: with the stream that is 3 in flight at most, under cap 4,
+                # so no short request ever has to queue.
+                statuses = {}
+                refused = []
+                lock = threading.Lock()
+
+                def client(first):
+                    conn = c.conn(timeout=10)
+                    try:
+                        for i in range(first, n, 2):
+                            for attempt in range(3):
+                                try:
+                                    conn.request("GET", "/short?i=%d" % i)
+                                    r = conn.getresponse()
+                                    r.read()
+                                    break
+                                except (OSError, http.client.HTTPException):
+                                    conn.close()
+                                    conn = c.conn(timeout=10)
+                                    if attempt == 2:
+                                        raise
+                            with lock:
+                                statuses[r.status] = statuses.get(r.status, 0) + 1
+                                if r.status == 503:
+                                    refused.append(i)
+                    finally:
+                        conn.close()
+
+                clients = [run_in_thread(client, k) for k in range(2)]
+                for t, result in clients:
+                    t.join(120)
+                    self.assertFalse(t.is_alive(), "short requests still running after 120 s")
+                    if "error" in result:
+                        raise result["error"]
+                stats = c.stats()
+                self.assertEqual(sum(statuses.values()), n)
+                self.assertEqual(len(refused), 0, "%d of %d short requests got 503 (ring of %d entries); statuses %s; "
+                                                  "occupancy %d, live_queue_depth %d, ring_full_total %d" % (
+                                                      len(refused), n, ring_size(max_queue, cap), statuses,
+                                                      stats["occupancy"], stats["live_queue_depth"],
+                                                      stats["ring_full_total"]))
+                self.assertEqual(statuses, {200: n})
+                self.assertEqual(stats["ring_full_total"], 0)
+
+                # The stream was open all along.
+                stream.settimeout(0.2)
+                try:
+                    tail = stream.recv(4096)
+                    self.assertFalse(tail == b"" or tail.endswith(b"0\r\n\r\n"), "the event stream ended: %r" % tail)
+                except socket.timeout:
+                    pass
+                self.assertEqual(c.stats()["occupancy"], 1)
+            finally:
+                stream.close()
+                self.origin.release()
+            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=10))
+
+    # ------------------------------------------------------------------ §1.3, §1.2
+    def test_2_ghost_tickets_do_not_freeze_the_room(self):
+        """Two cookie-less requests take the waiting page and never come back; a real visitor behind
+        them is admitted within claim window + grace + a few seconds of the slots freeing."""
+        claim, grace = 2, 3
+        with self.concert("-cap", "2", "-token-ttl", "30s", "-claim-window", "%ds" % claim,
+                          "-first-poll-grace", "%ds" % grace) as c:
+            holders = self.fill(c, 2)
+            for i in range(2):
+                status, headers, body = c.get("/page?ghost=%d" % i, BROWSER)
+                self.assertTrue(is_waiting_page(status, headers, body), (status, headers, body[:200]))
+            visitor = Visitor(c, "visitor")
+            status, headers, body = visitor.page("/page?who=visitor")
+            self.assertTrue(is_waiting_page(status, headers, body), (status, headers, body[:200]))
+            doc = visitor.poll()
+            self.assertIsNotNone(doc)
+            self.assertFalse(doc.get("ready"), doc)
+
+            self.origin.release()
+            for t, result in holders:
+                finished(t, result)
+            freed = time.time()
+            bound = claim + grace + 4
+            admitted = visitor.admit("/page?who=visitor", freed + bound, use_events=False)
+            stats = c.stats()
+            self.assertIsNotNone(admitted, "visitor not admitted within %ds of the slots freeing (claim window %ds "
+                                           "+ grace %ds + 4 s); positions seen %s; stats %s" % (
+                                               bound, claim, grace, [p for _, p in visitor.positions], stats))
+            self.assertGreaterEqual(self.counter(stats, "ghost_evicted_total")
+                                    + self.counter(stats, "missed_turns_total"), 1, stats)
+            self.assertEqual(self.origin.recorder.hits("/page"), 1)  # the ghosts never reached the origin
+
+    # ------------------------------------------------------------------ §1.2
+    def test_3_missed_turn_stops_blocking_then_keeps_place(self):
+        """A's turn comes and A does not claim it: after -claim-window B (behind A) is admitted. A comes
+        back before its TTL and is admitted at the next free slot, ahead of C who queued after B."""
+        claim = 2
+        with self.concert("-cap", "1", "-token-ttl", "30s", "-claim-window", "%ds" % claim) as c:
+            holders = self.fill(c, 1)
+            a, b = Visitor(c, "A"), Visitor(c, "B")
+            for v in (a, b):
+                status, headers, body = v.page("/slow?who=%s" % v.name)
+                self.assertTrue(is_waiting_page(status, headers, body), (v.name, status, body[:200]))
+                doc = v.poll()  # both came back once: live visitors, not ghosts
+                self.assertIsNotNone(doc)
+                self.assertFalse(doc.get("ready"), doc)
+
+            self.origin.release()
+            for t, result in holders:
+                finished(t, result)
+            turn_came = time.time()
+            self.origin.hold()  # B's page (/slow?who=B) will hold the slot until released again
+            # A does nothing now. B polls like the page and takes its turn once A's has lapsed.
+            bound = claim + 8
+            self.assertTrue(b.wait_turn(turn_came + bound, use_events=False),
+                            "B still not ready %ds after A's turn came (claim window %ds); B's positions %s; "
+                            "stats %s" % (bound, claim, [p for _, p in b.positions], c.stats()))
+            b_page = run_in_thread(b.page, "/slow?who=B", 60)
+            self.assertTrue(wait_for(lambda: self.origin.recorder.hits("/slow") == 2, timeout=10),
+                            "B's page did not reach the origin: %s" % (b.statuses,))
+            stats = c.stats()
+            self.assertGreaterEqual(self.counter(stats, "missed_turns_total"), 1, stats)
+
+            # C queues behind B; then A comes back (well inside its 30 s TTL) while B holds the slot.
+            cv = Visitor(c, "C")
+            status, headers, body = cv.page("/page?who=C")
+            self.assertTrue(is_waiting_page(status, headers, body), (status, body[:200]))
+            deadline = time.time() + 20
+            runs = [run_in_thread(v.admit, "/page?who=%s" % v.name, deadline, False) for v in (a, cv)]
+            time.sleep(2 * POLL_EVERY)  # both are polling while the slot is still taken
+            self.assertEqual(self.origin.recorder.hits("/page"), 0, "admitted while B still holds the only slot")
+            self.origin.release()
+            status, _, body = finished(*b_page, timeout=15)
+            self.assertTrue(is_admitted(status, body), (status, body[:200]))
+            for (t, result), v in zip(runs, (a, cv)):
+                self.assertIsNotNone(finished(t, result, timeout=25), "%s was not admitted; stats %s" % (
+                    v.name, c.stats()))
+            with self.origin.recorder.lock:
+                order = [r["target"] for r in self.origin.recorder.requests if r["path"] == "/page"]
+            self.assertEqual(order, ["/page?who=A", "/page?who=C"], "A keeps its place ahead of the line")
+            self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
+
+    # ------------------------------------------------------------------ §1.3, §1.1
+    def test_4_flood_then_a_real_visitor_gets_a_ticket(self):
+        """A cookie-less flood of 10 x -max-queue trips the breaker; once -first-poll-grace has passed
+        the flood's tickets are gone and a real visitor gets a ticket (not 503) at position 1."""
+        max_queue, grace = 5, 3
+        with self.concert("-cap", "2", "-max-queue", str(max_queue), "-first-poll-grace", "%ds" % grace) as c:
+            holders = self.fill(c, 2)
+            statuses = {}
+            for i in range(10 * max_queue):
+                status, headers, body = c.get("/page?flood=%d" % i)  # like ab/curl: no cookies, no Accept
+                statuses[status] = statuses.get(status, 0) + 1
+            last_ticket = time.time()
+            self.assertLessEqual(set(statuses), {200, 429, 503}, statuses)
+            self.assertGreaterEqual(statuses.get(503, 0), 1, "the breaker never tripped: %s" % statuses)
+            self.assertEqual(self.origin.recorder.hits("/page"), 0)
+
+            time.sleep(grace)
+            visitor = Visitor(c, "visitor")
+            deadline = last_ticket + grace + 5
+            seen = []
+            while True:
+                status, headers, body = visitor.page("/page?who=visitor")
+                seen.append(status)
+                if status != 503 or time.time() >= deadline:
+                    break
+                time.sleep(0.5)
+            stats = c.stats()
+            self.assertTrue(is_waiting_page(status, headers, body),
+                            "the real visitor got %s %d s after the grace (statuses %s); flood %s; stats %s" % (
+                                seen, int(time.time() - last_ticket - grace), seen, statuses, stats))
+            doc = visitor.poll()
+            self.assertIsNotNone(doc)
+            self.assertEqual((doc.get("ready"), doc.get("position")), (False, 1), doc)
+            stats = c.stats()
+            self.assertEqual(stats["live_queue_depth"], 1, stats)
+            self.assertGreaterEqual(self.counter(stats, "ghost_evicted_total"), statuses.get(200, 0)
+                                    + statuses.get(429, 0), stats)
+            self.assertGreaterEqual(stats["evicted_total"], self.counter(stats, "ghost_evicted_total"), stats)
+
+            self.origin.release()
+            for t, result in holders:
+                finished(t, result)
+            self.assertIsNotNone(visitor.admit("/page?who=visitor", time.time() + 15, use_events=False),
+                                 c.stats())
+
+    # ------------------------------------------------------------------ §1.4
+    def test_5_browsers_following_the_page_are_admitted(self):
+        """N browsers, -cap C, S-second pages, each following the page's protocol (events, else polling
+        every 1 s): all admitted within 1.25 x N*S/C + 2 s."""
+        n, cap, s = 30, 2, 0.2
+        bound = 1.25 * n * s / cap + 2  # 5.75 s for N=30, C=2, S=0.2 (ideal N*S/C = 3 s)
+        with self.concert("-cap", str(cap)) as c:
+            visitors = [Visitor(c, "b%d" % i) for i in range(n)]
+            barrier = threading.Barrier(n + 1)
+            admitted = {}
+            lock = threading.Lock()
+
+            def browse(v):
+                barrier.wait(30)
+                t = v.admit("/sleep?ms=%d&who=%s" % (int(s * 1000), v.name), time.time() + 40)
+                with lock:
+                    admitted[v.name] = t
+
+            threads = [threading.Thread(target=browse, args=(v,), daemon=True) for v in visitors]
+            for t in threads:
+                t.start()
+            barrier.wait(30)
+            start = time.time()
+            for t in threads:
+                t.join(60)
+            done = sorted(t - start for t in admitted.values() if t is not None)
+            missing = sorted(name for name, t in admitted.items() if t is None)
+            streams = sum(1 for v in visitors if v.events_used)
+            self.assertFalse(missing, "not admitted within 40 s: %s" % missing)
+            self.assertEqual(len(done), n)
+            self.assertLessEqual(done[-1], bound, "last of %d browsers admitted after %.1f s, bound %.1f s "
+                                                  "(1.25 x N*S/C + 2 s); %d used /queue/events; admissions at %s" % (
+                                                      n, done[-1], bound, streams,
+                                                      ["%.1f" % d for d in done]))
+            self.assertLessEqual(self.origin.recorder.max_page_in_flight, cap)
+            self.assertEqual(self.origin.recorder.hits("/sleep"), n)
+
+    # ------------------------------------------------------------------ §1.5
+    def test_6_positions_never_increase(self):
+        """A backlog of polling visitors with ghosts among them; the line moves as visitors are
+        admitted and the master reaps the ghosts; one SIGHUP reload in the middle. Over 1,000 accepted
+        polls (several tickets, each polled at the page's pace) no ticket's position ever increases."""
+        pollers, want = 30, 1000
+        with self.concert("-cap", "1", "-token-ttl", "30s", "-reaper", "5s") as c:
+            holders = self.fill(c, 1)
+            line = []
+            for i in range(pollers):
+                v = Visitor(c, "p%d" % i)
+                status, headers, body = v.page("/sleep?ms=50&who=p%d" % i)
+                self.assertTrue(is_waiting_page(status, headers, body), (status, body[:200]))
+                line.append(v)
+                status, headers, body = c.get("/page?ghost=%d" % i, BROWSER)  # never comes back
+                self.assertTrue(is_waiting_page(status, headers, body), (status, body[:200]))
+            self.origin.release()
+            for t, result in holders:
+                finished(t, result)
+
+            stop = threading.Event()
+            lock = threading.Lock()
+            seen = {}  # ticket -> positions in the order they were answered
+            totals = {"accepted": 0, "admitted": 0, "errors": 0}
+
+            def rejoin(v, serial):
+                """The same person queues again with a fresh ticket at the back of the line."""
+                while not stop.is_set():
+                    v.cookies.clear()
+                    try:
+                        status, headers, body = v.page("/sleep?ms=50&who=%s.%d" % (v.name, serial))
+                    except (OSError, http.client.HTTPException):
+                        time.sleep(0.2)
+                        continue
+                    if is_waiting_page(status, headers, body):
+                        return serial
+                    if is_admitted(status, body):  # nobody waiting: in at once
+                        with lock:
+                            totals["admitted"] += 1
+                        serial += 1
+                    else:
+                        time.sleep(0.5)
+                return serial
+
+            def visitor(v):
+                serial = 0
+                while not stop.is_set():
+                    try:
+                        doc = v.poll()
+                    except (OSError, http.client.HTTPException):
+                        with lock:
+                            totals["errors"] += 1
+                        time.sleep(0.2)
+                        continue
+                    if doc is None:
+                        continue
+                    if doc.get("ready"):
+                        try:
+                            status, headers, body = v.page("/sleep?ms=50&who=%s.%d" % (v.name, serial))
+                        except (OSError, http.client.HTTPException):
+                            continue
+                        if is_admitted(status, body):
+                            with lock:
+                                totals["admitted"] += 1
+                            serial = rejoin(v, serial + 1)
+                        continue
+                    if "position" in doc:
+                        with lock:
+                            seen.setdefault(v.ticket, []).append(doc["position"])
+                            totals["accepted"] += 1
+
+            threads = [threading.Thread(target=visitor, args=(v,), daemon=True) for v in line]
+            for t in threads:
+                t.start()
+            start = time.time()
+            reloaded = False
+            while time.time() - start < 60:
+                with lock:
+                    accepted = totals["accepted"]
+                if not reloaded and (accepted >= want // 2 or time.time() - start > 25):
+                    c.signal(signal.SIGHUP)
+                    reloaded = True
+                if reloaded and accepted >= want and c.stats()["evicted_total"] >= 1:
+                    break
+                time.sleep(0.5)
+            stop.set()
+            for t in threads:
+                t.join(15)
+            stats = c.stats()
+            self.assertTrue(reloaded)
+            self.assertTrue(wait_for(lambda: c.stats()["generation"] == 2, timeout=10), c.log())
+            self.assertGreaterEqual(stats["reloads_total"], 1, stats)
+            self.assertGreaterEqual(stats["evicted_total"], 1, "the master reaped nothing while they polled: %s" % stats)
+            self.assertGreaterEqual(totals["accepted"], want, "only %s accepted polls in 60 s" % totals)
+            increased = {t: p for t, p in seen.items() if any(b > a for a, b in zip(p, p[1:]))}
+            self.assertFalse(increased, "positions increased for %d of %d tickets, e.g. %s" % (
+                len(increased), len(seen), list(increased.items())[:3]))
+            self.assertGreaterEqual(totals["admitted"], 1, "the line never moved: %s" % totals)
+
+    # ------------------------------------------------------------------ §1.1-§1.4, crash safety
+    def test_7_kill_9_of_a_worker_leaves_the_line_moving(self):
+        """SIGKILL the (only) worker while a request is in flight, a ticket is ready and unclaimed, two
+        page requests are held (-queue-hold) and a visitor waits on /queue/events. After the master
+        respawns it, a new visitor is admitted within claim window + grace + a few seconds, and once
+        everyone has ended occupancy and the line are back to 0."""
+        claim, grace, hold = 2, 3, 8
+        # One worker: every connection of the scene is on the worker that dies.
+        with self.concert("-cap", "2", "-queue-hold", "%ds" % hold, "-token-ttl", "30s",
+                          "-claim-window", "%ds" % claim, "-first-poll-grace", "%ds" % grace, workers=1) as c:
+            in_flight = run_in_thread(c.get, "/slow?who=inflight", None, 60)
+            other = run_in_thread(c.get, "/slow?gate=b&who=other", None, 60)
+            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 2, timeout=10), c.log())
+
+            # R and E queue (their holds run out into the waiting page with their cookies).
+            r, e = Visitor(c, "R"), Visitor(c, "E")
+            pages = []
+            for depth, v in enumerate((r, e), 1):
+                pages.append(run_in_thread(v.page, "/page?who=%s" % v.name, hold + 10))
+                self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == depth, timeout=10), c.stats())
+            for (t, result), v in zip(pages, (r, e)):
+                status, headers, body = finished(t, result, timeout=hold + 15)
+                self.assertTrue(is_waiting_page(status, headers, body), (v.name, status, body[:200]))
+            self.assertIsNotNone(r.poll())  # R came back once: a live visitor
+
+            # E waits on the event stream; two more page requests are held on their connections.
+            stream = run_in_thread(e.events, time.time() + 60)
+            held = [run_in_thread(c.get, "/page?who=h%d" % i, BROWSER, 60) for i in range(2)]
+            self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 4, timeout=5), c.stats())
+
+            # One slot frees: R's turn comes; R does not claim it.
+            self.origin.release("b")
+            finished(*other)
+            self.assertTrue(wait_for(lambda: (r.poll() or {}).get("ready"), timeout=5, interval=0),
+                            "R's turn did not come: %s" % c.stats())
+            for t, _ in held + [stream]:
+                self.assertTrue(t.is_alive(), "setup: a held request or the event stream ended before the kill")
+
+            pids = c.worker_pids()
+            self.assertEqual(len(pids), 1, pids)
+            os.kill(pids[0], signal.SIGKILL)
+            self.assertTrue(wait_for(lambda: c.worker_pids() not in ([], pids), timeout=10), c.log())
+            c.wait_workers(1)
+            respawned = time.time()
+            for t, result in held:
+                t.join(10)
+                self.assertFalse(t.is_alive())
+                self.assertIn("error", result, "setup: a held request was answered before the kill: %r" % (
+                    result.get("value", ("?",))[0],))
+            stream[0].join(10)
+
+            # A new visitor, and E (whose stream broke, so it polls) are admitted; R has missed its turn.
+            bound = claim + grace + 5
+            runs = {v.name: run_in_thread(v.admit, "/page?who=%s2" % v.name, respawned + bound)
+                    for v in (Visitor(c, "N"), e)}
+            for name, (t, result) in runs.items():
+                when = finished(t, result, timeout=bound + 15)
+                self.assertIsNotNone(when, "%s not admitted within %ds of the worker's respawn (claim window %ds "
+                                           "+ grace %ds + 5 s); stats %s" % (name, bound, claim, grace, c.stats()))
+            # R comes back inside its TTL: admitted.
+            self.assertIsNotNone(r.admit("/page?who=R2", time.time() + 15, use_events=False), c.stats())
+
+            self.origin.release()
+            in_flight[0].join(15)  # its client connection died with the worker
+            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=10), c.stats())
+            self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 0, timeout=10), c.stats())
+            stats = c.stats()
+            self.assertGreaterEqual(stats["worker_restarts_total"], 1, stats)
+            self.assertGreaterEqual(stats["slots_reclaimed_total"], 1, stats)
+            self.assertEqual(c.get("/_room/healthz")[0], 200)
+
+
+if __name__ == "__main__":
+    unittest.main()
