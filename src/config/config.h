@@ -58,6 +58,8 @@ struct Config {
   Millis reaper = 30'000;      // effective (0 in the file means 5m)
   Millis token_ttl = 300'000;  // effective (0 in the file means 5m)
   Millis queue_hold = 0;       // 0 = a page request that has to queue is answered at once
+  Millis claim_window = 10'000;      // a turn not taken within this stops holding the line
+  Millis first_poll_grace = 15'000;  // a ticket never seen again is abandoned after this
   Millis busy_poll = 0;        // 0 = a worker with nothing to do sleeps in epoll_wait at once
   bool secure_cookie = false;
   std::string cookie_path = "/";

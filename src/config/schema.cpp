@@ -129,6 +129,13 @@ const Setting kSettings[] = {
      "hold a page request that has to queue on its connection up to this long; admitted in FIFO order if its turn "
      "comes, else answered with the waiting room (0 = answer at once)",
      &Config::queue_hold, nullptr},
+    {"claim-window", "CONCERT_CLAIM_WINDOW", VT::Duration, "10s", kSecond, kHour, false, R::Live, kRoom,
+     "a visitor whose turn came and who has not taken it within this stops holding up the line; coming back "
+     "before the token TTL, it goes in at the next free slot",
+     &Config::claim_window, nullptr},
+    {"first-poll-grace", "CONCERT_FIRST_POLL_GRACE", VT::Duration, "15s", kSecond, kHour, false, R::Live, kRoom,
+     "a ticket whose holder never comes back (no poll, no request with its cookie) is abandoned after this",
+     &Config::first_poll_grace, nullptr},
     {"secure-cookie", "CONCERT_SECURE_COOKIE", VT::Bool, "false", 0, 0, false, R::Live, kRoom,
      "mark every cookie Secure", &Config::secure_cookie, nullptr},
     {"cookie-path", "CONCERT_COOKIE_PATH", VT::String, "/", 0, 0, false, R::Live, kRoom,

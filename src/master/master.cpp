@@ -653,11 +653,22 @@ void Master::reopenLogs() {
 }
 
 void Master::janitor(Millis now) {
-  if (now >= next_reap_) {
-    int64_t evicted = segment_->tickets().reapExpired(now, config_->token_ttl);
-    if (evicted > 0) LOG_INFO("reaper evicted %lld expired tickets", static_cast<long long>(evicted));
+  // Every tick: abandoned first tickets and missed turns (their limits are
+  // seconds); every -reaper: the TTL as well.
+  shm::SweepLimits limits;
+  limits.first_poll = config_->first_poll_grace;
+  limits.claim_window = config_->claim_window;
+  const bool reap = now >= next_reap_;
+  if (reap) {
+    limits.ttl = config_->token_ttl;
     next_reap_ = now + config_->reaper;
   }
+  const shm::SweepReport swept = segment_->tickets().sweep(now, limits);
+  if (swept.expired > 0) LOG_INFO("reaper evicted %lld expired tickets", static_cast<long long>(swept.expired));
+  if (swept.ghosts > 0)
+    LOG_INFO("%lld tickets abandoned: never seen after the first answer", static_cast<long long>(swept.ghosts));
+  if (swept.missed > 0)
+    LOG_INFO("%lld turns missed: not taken within the claim window", static_cast<long long>(swept.missed));
   if (now >= next_sweep_) {
     segment_->passes().sweep(now, config_->admit_ttl);
     next_sweep_ = now + std::max<Millis>(config_->admit_ttl / 2, kMinPassSweep);

@@ -2,8 +2,8 @@
 // above it, so "how many bits are set in [a, b)" costs O(levels * fan) loads
 // instead of O(b - a).
 //
-// Used by the ticket ring twice: one bit per ring entry for "finished" and
-// one for "waiting". A bit is a pure function of its ring entry's state word,
+// Used by the ticket ring: one bitmap per entry state it counts ("waiting",
+// "returned", "missed"), one bit per ring entry. A bit is a pure function of its ring entry's state word,
 // so anyone can recompute it; the counts above are a pure function of the
 // bits, so anyone can recompute them too. That is what makes the structure
 // crash-safe without a log: a worker killed between flipping a bit and

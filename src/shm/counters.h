@@ -30,7 +30,9 @@
   X(PassTableFullTotal, pass_table_full_total)               \
   X(ReloadsTotal, reloads_total)                             \
   X(WorkerRestartsTotal, worker_restarts_total)              \
-  X(SlotsReclaimedTotal, slots_reclaimed_total)
+  X(SlotsReclaimedTotal, slots_reclaimed_total)             \
+  X(MissedTurnsTotal, missed_turns_total)                    \
+  X(GhostEvictedTotal, ghost_evicted_total)
 
 namespace concert::shm {
 

@@ -44,7 +44,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -57,9 +57,10 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 enum class EntryState : uint64_t {
   Free = 0,      // never used
   Reserved = 1,  // ticket number taken, issuer still filling the entry (owner = issuer)
-  Waiting = 2,   // holds a cookie, not claimed
-  InFlight = 3,  // admitted, owned by `owner`
-  Finished = 4,  // completed or retired
+  Waiting = 2,   // in line, holds a cookie
+  Missed = 3,    // its turn came and was not taken within the claim window: out of the line
+  Finished = 4,  // admitted (claimed), retired, expired or abandoned
+  Returned = 5,  // a missed ticket whose holder came back: ahead of the line
 };
 
 constexpr uint64_t kTicketBits = 48;
@@ -81,17 +82,19 @@ constexpr uint32_t entryOwner(uint64_t word) {
   return static_cast<uint32_t>(word & 0xfff);
 }
 
-// 24 bytes. Times are CLOCK_MONOTONIC milliseconds truncated to 32 bits and
+// 32 bytes. Times are CLOCK_MONOTONIC milliseconds truncated to 32 bits and
 // compared as signed differences: exact while two times are < 24.8 days
 // apart, and a waiting ticket never lives longer than TTL (<= 24 h) plus one
-// reaper period.
+// janitor period.
 struct TicketEntry {
   std::atomic<uint64_t> state;
   std::atomic<uint64_t> nonce;
   std::atomic<uint32_t> last_seen;
-  std::atomic<uint32_t> last_poll;  // 0: never polled
+  std::atomic<uint32_t> last_poll;    // 0: never polled
+  std::atomic<uint32_t> ready_since;  // 0: not seen ready by the janitor (see tickets.h)
+  std::atomic<uint32_t> seen;         // 1 once its holder came back after the issuing request
 };
-static_assert(sizeof(TicketEntry) == 24);
+static_assert(sizeof(TicketEntry) == 32);
 
 // ------------------------------------------------------------------ passes
 // Pass state word: version (32 bits) | state (4 bits) | owner slot (12 bits).
@@ -133,7 +136,7 @@ struct alignas(64) Header {
   std::atomic<int64_t> configured_page_cap;
   std::atomic<uint32_t> generation;
   alignas(64) std::atomic<uint64_t> next_ticket;  // next number to issue (first is 1)
-  alignas(64) std::atomic<uint64_t> low_water;    // every ticket below it is finished
+  alignas(64) std::atomic<uint64_t> low_water;    // no ticket below it is Reserved or Waiting
   alignas(64) std::atomic<uint64_t> utilization;  // bit pattern of a double
   PaddedCounter counters[kCounterCount];          // one per CONCERT_COUNTERS entry
 };
@@ -165,7 +168,8 @@ class Layout {
   TicketEntry* entries = nullptr;
   std::atomic<uint32_t>* cookie_sent = nullptr;  // per ring entry, ms (32-bit)
   CountedBits waiting;                           // bit i: entry i is Waiting
-  CountedBits finished;                          // bit i: entry i is Finished
+  CountedBits returned;                          // bit i: entry i is Returned
+  CountedBits missed;                            // bit i: entry i is Missed
   std::atomic<uint64_t>* pass_state = nullptr;   // PassState word per entry
   std::atomic<uint64_t>* pass_id = nullptr;      // two words per entry
   std::atomic<int64_t>* pass_last_used = nullptr;

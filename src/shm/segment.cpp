@@ -40,7 +40,7 @@ bool validGeometry(const Geometry& g) {
 }
 
 struct Offsets {
-  size_t slots, entries, cookie_sent, waiting, finished, pass_state, pass_id, pass_last_used, pass_cells, pass_locks,
+  size_t slots, entries, cookie_sent, waiting, returned, missed, pass_state, pass_id, pass_last_used, pass_cells, pass_locks,
       total;
 };
 
@@ -56,7 +56,8 @@ Offsets carve(const Geometry& g) {
   o.entries = take(sizeof(TicketEntry) * g.ring_size);
   o.cookie_sent = take(sizeof(uint32_t) * g.ring_size);
   o.waiting = take(CountedBits::bytesFor(g.ring_size));
-  o.finished = take(CountedBits::bytesFor(g.ring_size));
+  o.returned = take(CountedBits::bytesFor(g.ring_size));
+  o.missed = take(CountedBits::bytesFor(g.ring_size));
   o.pass_state = take(sizeof(uint64_t) * g.pass_table_size);
   o.pass_id = take(sizeof(uint64_t) * 2 * g.pass_table_size);
   o.pass_last_used = take(sizeof(int64_t) * g.pass_table_size);
@@ -103,7 +104,7 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       pages_(mapping_->layout, slots_),
       assets_(mapping_->layout, slots_, &SlotRecord::asset, &mapping_->layout.header->asset_cap, Resource::AssetSlot,
               nullptr, "asset"),
-      tickets_(mapping_->layout, slots_),
+      tickets_(mapping_->layout, slots_, pages_),
       passes_(mapping_->layout, slots_),
       stats_(mapping_->layout, tickets_, pages_, assets_, passes_, slots_) {}
 
@@ -127,7 +128,8 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.entries = reinterpret_cast<TicketEntry*>(base + off.entries);
   l.cookie_sent = reinterpret_cast<std::atomic<uint32_t>*>(base + off.cookie_sent);
   l.waiting.attach(base + off.waiting, geometry.ring_size);
-  l.finished.attach(base + off.finished, geometry.ring_size);
+  l.returned.attach(base + off.returned, geometry.ring_size);
+  l.missed.attach(base + off.missed, geometry.ring_size);
   l.pass_state = reinterpret_cast<std::atomic<uint64_t>*>(base + off.pass_state);
   l.pass_id = reinterpret_cast<std::atomic<uint64_t>*>(base + off.pass_id);
   l.pass_last_used = reinterpret_cast<std::atomic<int64_t>*>(base + off.pass_last_used);

@@ -1,11 +1,12 @@
-// The ticket ring's implementation; its states, who writes which word and
-// what a SIGKILL leaves behind are in tickets.h.
+// The ticket ring; see tickets.h for the states, the order of admission and
+// what a SIGKILL leaves behind.
 #include "shm/tickets.h"
 
 #include <algorithm>
 
 #include "shm/layout.h"
 #include "shm/nonce.h"
+#include "shm/semaphore.h"
 #include "shm/worker_slots.h"
 
 namespace concert::shm {
@@ -14,34 +15,36 @@ namespace {
 
 constexpr Millis kPollInterval = 1000;  // rate limit between accepted polls
 
-struct Lookup {
-  bool found = false;
-  uint64_t word = 0;
-};
+bool inLine(EntryState s) {
+  return s == EntryState::Waiting || s == EntryState::Returned;
+}
 
-// The live waiting entry a cookie names, checked by ticket number and nonce.
-Lookup findWaiting(const Layout& layout, const TicketCookie& cookie) {
-  Lookup result;
-  if (cookie.ticket == 0 || cookie.ticket > kMaxTicket || cookie.nonce == 0) return result;
+// The live entry a cookie names (waiting, returned or missed), checked by
+// ticket number and nonce; 0 when there is none.
+uint64_t findLive(const Layout& layout, const TicketCookie& cookie) {
+  if (cookie.ticket == 0 || cookie.ticket > kMaxTicket || cookie.nonce == 0) return 0;
   const TicketEntry& e = layout.entry(cookie.ticket);
   const uint64_t word = e.state.load(std::memory_order_acquire);
-  if (entryTicket(word) != cookie.ticket || entryState(word) != EntryState::Waiting) return result;
-  if (e.nonce.load(std::memory_order_acquire) != cookie.nonce) return result;
+  if (entryTicket(word) != cookie.ticket) return 0;
+  const EntryState state = entryState(word);
+  if (!inLine(state) && state != EntryState::Missed) return 0;
+  if (e.nonce.load(std::memory_order_acquire) != cookie.nonce) return 0;
   // The nonce belongs to this ticket only if the entry was not recycled meanwhile.
-  if (e.state.load(std::memory_order_acquire) != word) return result;
-  result.found = true;
-  result.word = word;
-  return result;
+  if (e.state.load(std::memory_order_acquire) != word) return 0;
+  return word;
 }
 
 void syncBits(Layout& layout, uint32_t index) {
   std::atomic<uint64_t>& state = layout.entries[index].state;
   for (;;) {
     const uint64_t word = state.load(std::memory_order_seq_cst);
-    const bool waiting = entryState(word) == EntryState::Waiting;
-    const bool finished = entryState(word) == EntryState::Finished;
+    const EntryState s = entryState(word);
+    const bool waiting = s == EntryState::Waiting;
+    const bool returned = s == EntryState::Returned;
+    const bool missed = s == EntryState::Missed;
     if (layout.waiting.test(index) != waiting) layout.waiting.set(index, waiting);
-    if (layout.finished.test(index) != finished) layout.finished.set(index, finished);
+    if (layout.returned.test(index) != returned) layout.returned.set(index, returned);
+    if (layout.missed.test(index) != missed) layout.missed.set(index, missed);
     if (state.load(std::memory_order_seq_cst) == word) return;
   }
 }
@@ -52,13 +55,17 @@ bool casEntry(Layout& layout, uint64_t ticket, uint64_t& expected, uint64_t desi
   return true;
 }
 
+// L moves past every ticket that is no longer Reserved or Waiting.
 void advanceLowWater(const Layout& layout) {
   Header& h = *layout.header;
   for (;;) {
     uint64_t low = h.low_water.load(std::memory_order_seq_cst);
     if (low >= h.next_ticket.load(std::memory_order_seq_cst)) return;
     const uint64_t word = layout.entry(low).state.load(std::memory_order_seq_cst);
-    if (entryTicket(word) != low || entryState(word) != EntryState::Finished) return;
+    if (entryTicket(word) == low) {
+      const EntryState s = entryState(word);
+      if (s == EntryState::Reserved || s == EntryState::Waiting || s == EntryState::Free) return;
+    }
     h.low_water.compare_exchange_strong(low, low + 1, std::memory_order_seq_cst);
   }
 }
@@ -72,24 +79,43 @@ void helpNextTicket(const Layout& layout) {
   }
 }
 
-uint64_t unfinishedBefore(const Layout& layout, uint64_t ticket) {
+// Waiting tickets ahead of `ticket` in the line.
+int64_t waitingAhead(const Layout& layout, uint64_t ticket) {
   const uint64_t low = layout.header->low_water.load(std::memory_order_seq_cst);
   if (ticket <= low) return 0;
-  const uint64_t span = ticket - low;
-  return span - layout.finished.circular(low, ticket);
+  return static_cast<int64_t>(layout.waiting.circular(low, ticket));
 }
 
-int64_t rawPosition(uint64_t ahead, int64_t cap) {
-  return static_cast<int64_t>(ahead) - cap + 1;
+// Can an entry hold ticket `next` now? Its old ticket must be out of the line
+// (a missed one loses its place; a returned one is kept).
+bool reusable(uint64_t word) {
+  const EntryState s = entryState(word);
+  return s == EntryState::Free || s == EntryState::Finished || s == EntryState::Missed;
 }
 
 }  // namespace
+
+int64_t TicketRing::freeSlots(int64_t own) const {
+  return static_cast<int64_t>(pages_->cap()) - pages_->occupancy() + own;
+}
+
+void TicketRing::fillView(uint64_t ticket, uint64_t word, TicketView& view) const {
+  const Layout& layout = *layout_;
+  const int64_t ahead = waitingAhead(layout, ticket);
+  const int64_t free = freeSlots(0);
+  const bool ready = entryState(word) == EntryState::Returned
+                         ? free > 0
+                         : ahead + static_cast<int64_t>(layout.returned.total()) < free;
+  view.raw_position = ahead + 1;
+  view.state = ready ? TicketState::Ready : TicketState::Waiting;
+  view.position = ready ? 0 : view.raw_position;
+}
 
 Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
   Layout& layout = *layout_;
   Header& h = *layout.header;
   Issued out;
-  if (max_queue > 0 && (queueDepth() >= max_queue || liveQueueDepth() >= max_queue)) {
+  if (max_queue > 0 && liveQueueDepth() >= max_queue) {
     out.outcome = IssueOutcome::Breaker;
     return out;
   }
@@ -104,9 +130,11 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
       continue;
     }
     if (held > next) continue;  // our `next` is stale
-    if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size) {
+    if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || !reusable(word)) {
       advanceLowWater(layout);
-      if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || next > kMaxTicket) {
+      word = layout.entry(next).state.load(std::memory_order_seq_cst);
+      if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || next > kMaxTicket ||
+          (entryTicket(word) < next && !reusable(word))) {
         layout.counter(Counter::RingFullTotal).fetch_add(1, std::memory_order_relaxed);
         out.outcome = IssueOutcome::RingFull;
         return out;
@@ -121,108 +149,83 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
   }
 
   TicketEntry& e = layout.entry(ticket);
-  const uint64_t ahead = unfinishedBefore(layout, ticket);
-  const int64_t cap = h.page_cap.load(std::memory_order_seq_cst);
-  uint64_t reserved = packEntry(ticket, EntryState::Reserved, slot);
-  out.cookie.ticket = ticket;
-  if (static_cast<int64_t>(ahead) < cap) {
-    casEntry(layout, ticket, reserved, packEntry(ticket, EntryState::InFlight, slot));
-    out.outcome = IssueOutcome::Ready;
-    return out;
-  }
   const uint64_t nonce = randomNonce();
   e.nonce.store(nonce, std::memory_order_relaxed);
   e.last_seen.store(low32(now), std::memory_order_relaxed);
   e.last_poll.store(0, std::memory_order_relaxed);
+  e.ready_since.store(0, std::memory_order_relaxed);
+  e.seen.store(0, std::memory_order_relaxed);
   layout.cookie_sent[layout.index(ticket)].store(low32(now), std::memory_order_relaxed);
-  casEntry(layout, ticket, reserved, packEntry(ticket, EntryState::Waiting, slot));
+  uint64_t reserved = packEntry(ticket, EntryState::Reserved, slot);
+  const uint64_t waiting = packEntry(ticket, EntryState::Waiting, slot);
+  casEntry(layout, ticket, reserved, waiting);
   layout.counter(Counter::QueuedTotal).fetch_add(1, std::memory_order_relaxed);
   out.outcome = IssueOutcome::Queued;
-  out.cookie.nonce = nonce;
-  out.position = std::max<int64_t>(1, rawPosition(ahead, cap));
+  out.cookie = TicketCookie{ticket, nonce};
+  TicketView view;
+  fillView(ticket, waiting, view);
+  out.position = view.raw_position;
+  out.ready = view.state == TicketState::Ready;
   return out;
 }
 
-namespace {
-
-// Retires a waiting ticket found expired; false if someone changed it first.
-bool expire(Layout& layout, uint64_t ticket, uint64_t word) {
-  if (!casEntry(layout, ticket, word, packEntry(ticket, EntryState::Finished, kOwnerNone))) return false;
-  layout.counter(Counter::EvictedTotal).fetch_add(1, std::memory_order_relaxed);
-  advanceLowWater(layout);
-  return true;
-}
-
-void fillPosition(const Layout& layout, uint64_t ticket, TicketView& view) {
-  const int64_t cap = layout.header->page_cap.load(std::memory_order_seq_cst);
-  view.raw_position = rawPosition(unfinishedBefore(layout, ticket), cap);
-  if (view.raw_position <= 0) {
-    view.state = TicketState::Ready;
-    view.position = 0;
-  } else {
-    view.state = TicketState::Waiting;
-    view.position = view.raw_position;
-  }
-}
-
-// The lookup render() and poll() share: a live waiting ticket is touched
-// (last seen = now) and returned; one past its TTL is retired (the view says
-// Expired); anything else leaves the view Unknown.
-TicketEntry* touchWaiting(Layout& layout, const TicketCookie& cookie, Millis now, Millis ttl, TicketView& view) {
-  const Lookup found = findWaiting(layout, cookie);
-  if (!found.found) return nullptr;
+TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Millis ttl, TicketView& view) {
+  Layout& layout = *layout_;
+  uint64_t word = findLive(layout, cookie);
+  if (word == 0) return nullptr;
   TicketEntry& e = layout.entry(cookie.ticket);
   if (elapsed32(now, e.last_seen.load(std::memory_order_relaxed)) > ttl) {
-    if (expire(layout, cookie.ticket, found.word)) view.state = TicketState::Expired;
+    if (casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, kOwnerNone))) {
+      layout.counter(Counter::EvictedTotal).fetch_add(1, std::memory_order_relaxed);
+      advanceLowWater(layout);
+      view.state = TicketState::Expired;
+      slots_->wake(Resource::PageSlot);
+    }
     return nullptr;
   }
   e.last_seen.store(low32(now), std::memory_order_relaxed);
+  e.seen.store(1, std::memory_order_relaxed);
+  if (entryState(word) == EntryState::Missed) {
+    // Its holder is back: ahead of the line from now on.
+    const uint64_t returned = packEntry(cookie.ticket, EntryState::Returned, entryOwner(word));
+    e.ready_since.store(0, std::memory_order_relaxed);
+    if (casEntry(layout, cookie.ticket, word, returned)) {
+      word = returned;
+    } else {
+      word = findLive(layout, cookie);
+      if (word == 0) return nullptr;
+    }
+  }
+  fillView(cookie.ticket, word, view);
   return &e;
 }
 
-}  // namespace
-
 TicketView TicketRing::render(const TicketCookie& cookie, Millis now, Millis ttl) {
-  Layout& layout = *layout_;
   TicketView view;
-  if (!touchWaiting(layout, cookie, now, ttl, view)) {
-    if (view.state == TicketState::Expired) slots_->wake(Resource::PageSlot);
-    return view;
-  }
-  layout.cookie_sent[layout.index(cookie.ticket)].store(low32(now), std::memory_order_relaxed);
-  fillPosition(layout, cookie.ticket, view);
+  if (touchLive(cookie, now, ttl, view))
+    layout_->cookie_sent[layout_->index(cookie.ticket)].store(low32(now), std::memory_order_relaxed);
   return view;
 }
 
 TicketView TicketRing::touch(const TicketCookie& cookie, Millis now, Millis ttl) {
-  Layout& layout = *layout_;
   TicketView view;
-  if (!touchWaiting(layout, cookie, now, ttl, view)) {
-    if (view.state == TicketState::Expired) slots_->wake(Resource::PageSlot);
-    return view;
-  }
-  fillPosition(layout, cookie.ticket, view);
+  touchLive(cookie, now, ttl, view);
   return view;
 }
 
 TicketView TicketRing::poll(const TicketCookie& cookie, Millis now, Millis ttl) {
   Layout& layout = *layout_;
   TicketView view;
-  TicketEntry* found = touchWaiting(layout, cookie, now, ttl, view);
-  if (!found) {
-    if (view.state == TicketState::Expired) slots_->wake(Resource::PageSlot);
-    return view;
-  }
+  TicketEntry* found = touchLive(cookie, now, ttl, view);
+  if (!found) return view;
   TicketEntry& e = *found;
   const uint32_t last_poll = e.last_poll.load(std::memory_order_relaxed);
   if (last_poll != 0 && elapsed32(now, last_poll) < kPollInterval) {
-    fillPosition(layout, cookie.ticket, view);
     view.rate_limited = true;
     return view;
   }
   const uint32_t stamp = low32(now);
   e.last_poll.store(stamp == 0 ? 1 : stamp, std::memory_order_relaxed);
-  fillPosition(layout, cookie.ticket, view);
   if (view.state == TicketState::Waiting) {
     std::atomic<uint32_t>& sent = layout.cookie_sent[layout.index(cookie.ticket)];
     if (elapsed32(now, sent.load(std::memory_order_relaxed)) >= ttl / 3) {
@@ -233,24 +236,18 @@ TicketView TicketRing::poll(const TicketCookie& cookie, Millis now, Millis ttl) 
   return view;
 }
 
-bool TicketRing::claim(const TicketCookie& cookie, WorkerSlot slot) {
+bool TicketRing::claim(const TicketCookie& cookie) {
   Layout& layout = *layout_;
-  Lookup found = findWaiting(layout, cookie);
-  if (!found.found) return false;
-  const int64_t cap = layout.header->page_cap.load(std::memory_order_seq_cst);
-  if (static_cast<int64_t>(unfinishedBefore(layout, cookie.ticket)) >= cap) return false;
-  return casEntry(layout, cookie.ticket, found.word, packEntry(cookie.ticket, EntryState::InFlight, slot));
-}
-
-void TicketRing::finish(uint64_t ticket, WorkerSlot slot) {
-  Layout& layout = *layout_;
-  if (ticket == 0 || ticket > kMaxTicket) return;
-  uint64_t word = layout.entry(ticket).state.load(std::memory_order_seq_cst);
-  for (;;) {
-    if (entryTicket(word) != ticket || entryState(word) != EntryState::InFlight || entryOwner(word) != slot) return;
-    if (casEntry(layout, ticket, word, packEntry(ticket, EntryState::Finished, slot))) break;
-  }
+  uint64_t word = findLive(layout, cookie);
+  if (word == 0 || !inLine(entryState(word))) return false;
+  const int64_t free = freeSlots(1);
+  if (entryState(word) == EntryState::Waiting &&
+      waitingAhead(layout, cookie.ticket) + static_cast<int64_t>(layout.returned.total()) >= free)
+    return false;
+  if (!casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, entryOwner(word))))
+    return false;
   advanceLowWater(layout);
+  return true;
 }
 
 void TicketRing::retire(uint64_t ticket, bool timeout) {
@@ -260,7 +257,7 @@ void TicketRing::retire(uint64_t ticket, bool timeout) {
   for (;;) {
     if (entryTicket(word) != ticket) return;
     const EntryState state = entryState(word);
-    if (state != EntryState::Waiting && state != EntryState::InFlight) return;
+    if (!inLine(state) && state != EntryState::Missed) return;
     if (casEntry(layout, ticket, word, packEntry(ticket, EntryState::Finished, entryOwner(word)))) break;
   }
   if (timeout) layout.counter(Counter::TimeoutsTotal).fetch_add(1, std::memory_order_relaxed);
@@ -269,36 +266,72 @@ void TicketRing::retire(uint64_t ticket, bool timeout) {
 }
 
 int64_t TicketRing::queueDepth() const {
-  const Layout& layout = *layout_;
-  const Header& h = *layout.header;
-  const uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
-  const uint64_t low = h.low_water.load(std::memory_order_seq_cst);
-  if (low >= next) return 0;
-  const int64_t unfinished = static_cast<int64_t>((next - low) - layout.finished.circular(low, next));
-  const int64_t depth = unfinished - h.page_cap.load(std::memory_order_seq_cst);
-  return depth > 0 ? depth : 0;
+  return liveQueueDepth() + static_cast<int64_t>(layout_->missed.total());
 }
 
 int64_t TicketRing::liveQueueDepth() const {
-  return static_cast<int64_t>(layout_->waiting.total());
+  return static_cast<int64_t>(layout_->waiting.total() + layout_->returned.total());
 }
 
-int64_t TicketRing::reapExpired(Millis now, Millis ttl) {
+SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
   Layout& layout = *layout_;
   const Header& h = *layout.header;
   const uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
-  int64_t evicted = 0;
-  for (uint64_t t = h.low_water.load(std::memory_order_seq_cst); t < next; ++t) {
+  const uint64_t ring = layout.geometry.ring_size;
+  const uint64_t first = next > ring ? next - ring : 1;
+  const int64_t free = freeSlots(0);
+  const int64_t returned_total = static_cast<int64_t>(layout.returned.total());
+  SweepReport report;
+  int64_t returned_seen = 0;
+  int64_t waiting_seen = 0;  // waiting tickets ahead of the one looked at
+  auto finish = [&](uint64_t t, uint64_t word) {
+    return casEntry(layout, t, word, packEntry(t, EntryState::Finished, kOwnerMaster));
+  };
+  for (uint64_t t = first; t < next; ++t) {
     TicketEntry& e = layout.entry(t);
-    uint64_t word = e.state.load(std::memory_order_seq_cst);
-    if (entryTicket(word) != t || entryState(word) != EntryState::Waiting) continue;
-    if (elapsed32(now, e.last_seen.load(std::memory_order_relaxed)) <= ttl) continue;
-    if (casEntry(layout, t, word, packEntry(t, EntryState::Finished, kOwnerMaster))) ++evicted;
+    const uint64_t word = e.state.load(std::memory_order_seq_cst);
+    if (entryTicket(word) != t) continue;
+    const EntryState state = entryState(word);
+    if (!inLine(state) && state != EntryState::Missed) continue;
+    const int64_t unseen = elapsed32(now, e.last_seen.load(std::memory_order_relaxed));
+    if (limits.ttl > 0 && unseen > limits.ttl) {
+      if (finish(t, word)) ++report.expired;
+      continue;
+    }
+    if (state == EntryState::Waiting && limits.first_poll > 0 && e.seen.load(std::memory_order_relaxed) == 0 &&
+        unseen > limits.first_poll) {
+      if (finish(t, word)) ++report.ghosts;
+      continue;
+    }
+    if (state == EntryState::Missed) continue;
+    bool ready;
+    if (state == EntryState::Returned) {
+      ready = returned_seen++ < free;
+    } else {
+      ready = waiting_seen++ + returned_total < free;
+    }
+    const uint32_t since = e.ready_since.load(std::memory_order_relaxed);
+    if (!ready) {
+      if (since != 0) e.ready_since.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    if (since == 0) {
+      const uint32_t stamp = low32(now);
+      e.ready_since.store(stamp == 0 ? 1 : stamp, std::memory_order_relaxed);
+      continue;
+    }
+    if (limits.claim_window > 0 && elapsed32(now, since) > limits.claim_window) {
+      uint64_t expected = word;
+      if (casEntry(layout, t, expected, packEntry(t, EntryState::Missed, entryOwner(word)))) ++report.missed;
+    }
   }
+  const int64_t evicted = report.expired + report.ghosts;
   if (evicted > 0) layout.counter(Counter::EvictedTotal).fetch_add(static_cast<uint64_t>(evicted));
+  if (report.ghosts > 0) layout.counter(Counter::GhostEvictedTotal).fetch_add(static_cast<uint64_t>(report.ghosts));
+  if (report.missed > 0) layout.counter(Counter::MissedTurnsTotal).fetch_add(static_cast<uint64_t>(report.missed));
   advanceLowWater(layout);
-  if (evicted > 0) slots_->wake(Resource::PageSlot);
-  return evicted;
+  if (evicted + report.missed > 0) slots_->wake(Resource::PageSlot);
+  return report;
 }
 
 int64_t TicketRing::reclaim(WorkerSlot slot) {
@@ -306,20 +339,20 @@ int64_t TicketRing::reclaim(WorkerSlot slot) {
   helpNextTicket(layout);
   const Header& h = *layout.header;
   const uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
-  const uint64_t low = h.low_water.load(std::memory_order_seq_cst);
+  const uint64_t ring = layout.geometry.ring_size;
+  const uint64_t first = next > ring ? next - ring : 1;
   int64_t finished_count = 0;
-  for (uint64_t t = low; t < next; ++t) {
+  for (uint64_t t = first; t < next; ++t) {
     uint64_t word = layout.entry(t).state.load(std::memory_order_seq_cst);
-    if (entryTicket(word) != t || entryOwner(word) != slot) continue;
-    const EntryState state = entryState(word);
-    if (state != EntryState::Reserved && state != EntryState::InFlight) continue;
+    if (entryTicket(word) != t || entryOwner(word) != slot || entryState(word) != EntryState::Reserved) continue;
     if (casEntry(layout, t, word, packEntry(t, EntryState::Finished, slot))) ++finished_count;
   }
   // The dead worker may have been between a state change and its bitmap
-  // update: recompute the bits of every live entry, then every count.
-  for (uint64_t t = low; t < next; ++t) syncBits(layout, layout.index(t));
+  // update: recompute the bits of every entry, then every count.
+  for (uint64_t t = first; t < next; ++t) syncBits(layout, layout.index(t));
   layout.waiting.rebuild();
-  layout.finished.rebuild();
+  layout.returned.rebuild();
+  layout.missed.rebuild();
   advanceLowWater(layout);
   return finished_count;
 }

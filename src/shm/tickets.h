@@ -1,59 +1,86 @@
-// The ticket ring: page admission in FIFO order across every worker
-// (reference-behaviour §1), lock-free in shared memory.
+// The ticket ring: the line of waiting visitors, in FIFO order across every
+// worker, lock-free in shared memory.
+//
+// The line holds waiting visitors only. A request that takes a page slot
+// leaves the line at that moment (its ticket is Finished); how long it then
+// stays in flight is the page semaphore's business (semaphore.h) and never
+// holds up the ring. So one request in flight for a day plus any number of
+// short ones never fill the ring: a ticket is refused only when -max-queue
+// visitors wait (the breaker) or, pathologically, when the oldest waiting
+// ticket is a whole ring behind the newest.
 //
 // Numbers: next_ticket is the next number to hand out (the first is 1);
-// low_water L is the lowest ticket that may be unfinished (every ticket below
-// it is finished). Live tickets are [L, next), at most R of them; ticket t
-// lives in entry t mod R.
+// low_water L is the lowest ticket that may still be Reserved or Waiting.
+// Ticket t lives in entry t mod R, and [L, next) spans at most R tickets.
 //
 // Entry life (state word = ticket | state | owner, changed only by CAS):
-//   Free/old ticket --issuer--> Reserved(t, issuer)
-//   Reserved --issuer--> InFlight(t, issuer)        fast path, ready at once
+//   Free/Finished/Missed (old ticket) --issuer--> Reserved(t, issuer)
 //   Reserved --issuer--> Waiting(t)                 nonce and times written first
-//   Waiting  --claim--> InFlight(t, claimer)        ready and nonce matches
-//   Waiting  --retire/expire/reap--> Finished
-//   InFlight --finish/retire--> Finished
-//   Reserved/InFlight of a dead worker --master reclaim--> Finished
+//   Waiting  --claim--> Finished                    its turn, and the claimer holds a page slot
+//   Waiting  --janitor: turn not taken within the claim window--> Missed
+//   Missed   --its holder comes back (render/touch/poll)--> Returned
+//   Returned --claim--> Finished;  --janitor: claim window again--> Missed
+//   Waiting/Returned/Missed --retire, TTL, first-poll grace--> Finished
+//   Reserved of a dead worker --master reclaim--> Finished
 // Issuing reserves the entry BEFORE advancing next_ticket (and anyone who
 // sees entry(next) already holding number next helps advance it), so every
 // number below next has an entry that names it, and a worker killed between
-// the two steps leaves Reserved(t, slot), which reclaim() finishes.
-// An entry is reused for t + R only when L > t, i.e. t is finished.
+// the two steps leaves Reserved(t, slot), which reclaim() finishes. An entry
+// is reused for t + R once t is below L and not Returned: a Missed ticket
+// that old loses its place (its holder comes back as a new arrival).
 //
-// Readiness (the window): t is ready iff fewer than cap unfinished tickets
-// are ahead of it: ahead(t) = (t - L) - finished[L, t). Position = ahead -
-// cap + 1 (>= 1 when waiting). A retired ticket ahead of you is finished, so
-// it improves your position at once; one behind you changes nothing. The
-// finished and waiting bitmaps (CountedBits) answer the range counts in
-// O(log R); each bit is a pure function of its entry's state word, resynced
-// by whoever changes the word (syncBits), so a worker killed mid-update
-// leaves nothing the master cannot recompute from the words themselves.
+// Order of admission when a slot frees: Returned tickets first (a holder who
+// missed its turn and came back keeps its place, ahead of the line), then the
+// line in ticket order. With free = cap - occupancy (page semaphore):
+//   a Returned ticket is ready iff free > 0;
+//   a Waiting ticket t is ready iff waiting[L, t) + returned < free.
+// Position (what the visitor is shown) = waiting[L, t) + 1: live visitors
+// ahead in the line only. Nobody is ever inserted ahead of a waiting ticket
+// and missed or returned tickets are not counted, so a position never grows;
+// readiness is where priority and the cap come in. The waiting, returned and
+// missed bitmaps (CountedBits) answer the counts in O(log R); each bit is a
+// pure function of its entry's state word, resynced by whoever changes the
+// word (syncBits), so a worker killed mid-update leaves nothing the master
+// cannot recompute from the words themselves.
 //
-// Wake-ups: a finished ticket can make waiting tickets ready, and a request
-// held on its connection (-queue-hold) only learns that through a PageSlot
-// wake-up. Every path that finishes a ticket therefore ends in one, after
-// the window has moved: retire(), an expiry found by render/touch/poll, the
-// reaper, and reclaim(). finish() does not wake: its one caller (the
-// page guard's release) finishes the ticket first and then returns the page
-// slot, and the page semaphore's release() wakes once for both.
+// Claim: the claimer first takes a page slot, then claims (Waiting or
+// Returned -> Finished), counting its own slot as free for the check; if the
+// claim fails it gives the slot back. So a slot only ever goes to a ticket
+// whose turn it is, and the origin never sees more than cap.
 //
-// Who writes: the state word by CAS from anyone (issuer, claimer, finisher,
-// retirer, the master's reaper and reclaim); nonce, last_seen, last_poll and
-// cookie_sent by the issuer and by touches (render / touch / poll);
-// next_ticket and low_water by anyone, forward only, by CAS.
+// The janitor (master, once a second, sweep()) walks the live part of the
+// ring: tickets unseen for longer than the TTL are evicted; a ticket whose
+// holder never came back after the issuing request (no poll, no request
+// with its cookie, no held request) is abandoned after -first-poll-grace; a
+// ready ticket (stamped ready_since on the first pass that sees it ready) not
+// claimed within -claim-window becomes Missed and stops holding the line.
 //
-// A SIGKILL leaves at most: Reserved or InFlight entries owned by the dead
-// slot (reclaim() finishes them), bitmap bits or counts that disagree with
-// the state words (reclaim() resyncs every live entry's bits and rebuilds
-// the counts), and next_ticket one behind an entry that already names the
-// next number (the next issuer, or reclaim, helps it forward). Waiting
-// entries belong to visitors' cookies, not to the worker that issued them,
-// and stay in line.
+// Wake-ups: anything that moves the line can make waiting tickets ready, and
+// held requests and event streams learn that only through a PageSlot
+// wake-up. Every path that takes a ticket out of the line without taking a
+// slot therefore ends in one: retire(), an expiry found by render/touch/poll,
+// the janitor's sweep, and reclaim(). A claim needs none (the line moved by
+// one and so did the free slots), and a page release wakes by itself.
 //
-// Times in an entry are 32-bit milliseconds (layout.h). The reaper and a
-// concurrent poll can race on an expired ticket: the reaper may retire a
+// Who writes: the state word by CAS from anyone (issuer, claimer, retirer,
+// toucher, the master's janitor and reclaim); nonce, last_seen, last_poll,
+// seen and cookie_sent by the issuer and by touches (render / touch / poll);
+// ready_since by the janitor; next_ticket and low_water by anyone, forward
+// only, by CAS.
+//
+// A SIGKILL leaves at most: Reserved entries owned by the dead slot
+// (reclaim() finishes them), bitmap bits or counts that disagree with the
+// state words (reclaim() resyncs every entry's bits and rebuilds the counts),
+// next_ticket one behind an entry that already names the next number (the
+// next issuer, or reclaim, helps it forward), and a page slot taken for a
+// claim not made (the slot's page counter: the page semaphore's reclaim).
+// Waiting entries belong to visitors' cookies, not to the worker that issued
+// them, and stay in line.
+//
+// Times in an entry are 32-bit milliseconds (layout.h). The janitor and a
+// concurrent poll can race on an expired ticket: the janitor may retire a
 // ticket in the instant a poll refreshes it; that ticket was already past
-// its TTL when the reaper looked.
+// its TTL when the janitor looked.
 #pragma once
 
 #include <cstdint>
@@ -63,57 +90,63 @@
 
 namespace concert::shm {
 
+class Semaphore;
+struct TicketEntry;
+
 class TicketRing final : public Handle {
  public:
-  using Handle::Handle;
+  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages)
+      : Handle(layout, slots), pages_(&pages) {}
 
-  // A new arrival. Applies the breaker first (max_queue > 0 and either
-  // queueDepth() >= max_queue or liveQueueDepth() >= max_queue). On Ready the
-  // ticket is already claimed for `slot` (in flight, owned by slot); the caller
-  // still takes a page slot from the page semaphore. On Queued the ticket
-  // waits; queued_total is counted here.
+  // A new arrival joins the line at the back. The breaker first: max_queue > 0
+  // and liveQueueDepth() >= max_queue. queued_total is counted here.
   Issued issue(WorkerSlot slot, int64_t max_queue, Millis now);
 
   // Waiting-page render of a known ticket: touches it (last seen = now,
-  // cookie sent = now) and returns its state. Expired tickets are retired
-  // (and PageSlot waiters woken, as for every path that finishes a ticket).
+  // cookie sent = now; its holder came back) and returns its state. Expired
+  // tickets are retired (and PageSlot waiters woken, as for every path that
+  // takes a ticket out of the line without a slot). A missed ticket whose
+  // holder comes back is Returned: ahead of the line.
   TicketView render(const TicketCookie& cookie, Millis now, Millis ttl);
 
-  // A held request's recheck (-queue-hold): touches the ticket like render()
-  // (last seen = now; expired tickets are retired) but leaves the "cookie
-  // sent" time alone, since no cookie is sent while the request is held.
+  // A held request's or event stream's recheck: touches the ticket like
+  // render() but leaves the "cookie sent" time alone (no cookie goes out).
   TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl);
 
   // /queue/status poll: as render, plus the 1-second rate limit (a limited
   // poll still touches the ticket) and refresh_cookie after ttl/3.
-  // An expired ticket is retired and counted in evicted_total.
   TicketView poll(const TicketCookie& cookie, Millis now, Millis ttl);
 
-  // Ready ticket -> in flight, owned by `slot`. False if it is not (or no
-  // longer) a live ready ticket: treat the request as a new arrival.
-  bool claim(const TicketCookie& cookie, WorkerSlot slot);
+  // The caller holds a page slot taken for this ticket: if it is the
+  // ticket's turn (counting that slot as free), the ticket leaves the line
+  // (Finished) and true is returned; otherwise the caller gives the slot back.
+  bool claim(const TicketCookie& cookie);
 
-  // The in-flight ticket's request ended (completed, client gone, error).
-  // Does not wake anyone: the caller returns the page slot right after
-  // (the page semaphore's release wakes PageSlot waiters once the window has
-  // moved too), or wakes PageSlot waiters itself when it held no slot.
-  void finish(uint64_t ticket, WorkerSlot slot);
-
-  // A waiting ticket that will never be admitted (client gone while waiting
-  // for a slot, token failure). Counted in timeouts_total when `timeout`.
+  // A ticket that will never be admitted (a held request whose client left
+  // before its cookie went out). Counted in timeouts_total when `timeout`.
   // Wakes PageSlot waiters: tickets behind it may have become ready.
   void retire(uint64_t ticket, bool timeout);
 
-  int64_t queueDepth() const;      // unfinished tickets - cap, floored at 0
-  int64_t liveQueueDepth() const;  // tickets holding a cookie (waiting or ready, not yet claimed)
+  // Everyone holding a place: waiting, returned and missed tickets.
+  int64_t queueDepth() const;
+  // Visitors waiting for their turn: waiting and returned tickets. The
+  // breaker, positions and readiness count these.
+  int64_t liveQueueDepth() const;
 
-  // Master janitor: retire waiting tickets unseen for longer than `ttl`, in
-  // batches, lock-free. Returns how many were evicted (evicted_total += that);
-  // wakes PageSlot waiters when it evicted any.
-  int64_t reapExpired(Millis now, Millis ttl);
+  // Master janitor, once a second: TTL expiry, first-poll grace, claim
+  // window (see the file comment). Counts evicted_total, ghost_evicted_total
+  // and missed_turns_total; wakes PageSlot waiters when the line moved.
+  SweepReport sweep(Millis now, const SweepLimits& limits);
 
  private:
-  int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved/InFlight tickets
+  int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved tickets
+  int64_t freeSlots(int64_t own) const;       // cap - occupancy (+ own: slots the caller holds for this)
+  void fillView(uint64_t ticket, uint64_t word, TicketView& view) const;
+  // Touch shared by render, touch and poll: nullptr when the cookie names no
+  // live ticket (view Unknown, or Expired after retiring it).
+  TicketEntry* touchLive(const TicketCookie& cookie, Millis now, Millis ttl, TicketView& view);
+
+  const Semaphore* pages_;
 };
 
 }  // namespace concert::shm

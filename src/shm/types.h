@@ -36,29 +36,42 @@ struct TicketCookie {
 };
 
 enum class IssueOutcome {
-  Ready,     // fast path: the ticket may take a slot now (already claimed for `slot`)
-  Queued,    // a waiting ticket; give the visitor the cookie and the waiting page
-  Breaker,   // max-queue reached: 503, no ticket taken
+  Queued,    // a waiting ticket; `ready` says whether its turn has come already
+  Breaker,   // max-queue visitors wait: 503, no ticket taken
   RingFull,  // no free ring entry: answered like the breaker, counted in ring_full_total
 };
 
 struct Issued {
   IssueOutcome outcome = IssueOutcome::Breaker;
-  TicketCookie cookie;   // valid for Ready and Queued
+  TicketCookie cookie;   // valid for Queued
   int64_t position = 0;  // Queued: >= 1
+  bool ready = false;    // Queued: a page slot may be taken with it now (claim)
+};
+
+// What the master's janitor does to the line on each pass (TicketRing::sweep).
+struct SweepLimits {
+  Millis ttl = 0;           // a waiting ticket unseen this long is abandoned (0: not checked this pass)
+  Millis first_poll = 0;    // a ticket whose holder never came back is abandoned after this
+  Millis claim_window = 0;  // a turn not taken within this stops holding the line
+};
+
+struct SweepReport {
+  int64_t expired = 0;  // past the TTL (evicted_total)
+  int64_t ghosts = 0;   // never came back (ghost_evicted_total, evicted_total)
+  int64_t missed = 0;   // turns not taken (missed_turns_total)
 };
 
 enum class TicketState {
   Unknown,  // no such live ticket (admitted already, reaped, forged, other instance)
   Expired,  // it was waiting but its sliding TTL ran out; now retired
-  Waiting,  // still in line: `position` >= 1
-  Ready,    // inside the window: may claim a slot
+  Waiting,  // still in line: `position` >= 1 (live visitors ahead + 1)
+  Ready,    // its turn: a page slot may be taken with it (claim)
 };
 
 struct TicketView {
   TicketState state = TicketState::Unknown;
   int64_t position = 0;         // Waiting: >= 1
-  int64_t raw_position = 0;     // unclamped (rate-limited polls report it)
+  int64_t raw_position = 0;     // Waiting or Ready: live visitors ahead + 1 (rate-limited polls report it)
   bool rate_limited = false;    // poll(): previous accepted poll < 1 s ago
   bool refresh_cookie = false;  // cookies were last sent >= ttl/3 ago (now stamped as sent)
 };
