@@ -182,7 +182,7 @@ class PageGuard final : public RequestGuard {
       return admitted(request);
     }
     if (view.state == shm::TicketState::Waiting || view.state == shm::TicketState::Ready) {
-      position_ = view.raw_position;
+      if (view.state == shm::TicketState::Waiting) position_ = view.position;
       return holdOn();
     }
     // The ticket is gone (another request with the same cookie claimed it,
@@ -221,8 +221,7 @@ class PageGuard final : public RequestGuard {
   Admission holdExpired(const http::Request& request, Millis now) {
     leaveHold();
     shm::TicketView view = tickets().render(cookie_, now, config_.token_ttl);
-    if (view.state == shm::TicketState::Waiting || view.state == shm::TicketState::Ready)
-      position_ = view.raw_position;
+    if (view.state == shm::TicketState::Waiting) position_ = view.position;
     return waiting(request, cookie_, position_);
   }
 

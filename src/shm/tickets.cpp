@@ -106,9 +106,9 @@ void TicketRing::fillView(uint64_t ticket, uint64_t word, TicketView& view) cons
   const bool ready = entryState(word) == EntryState::Returned
                          ? free > 0
                          : ahead + static_cast<int64_t>(layout.returned.total()) < free;
-  view.raw_position = ahead + 1;
   view.state = ready ? TicketState::Ready : TicketState::Waiting;
-  view.position = ready ? 0 : view.raw_position;
+  view.raw_position = ready ? 0 : ahead + 1;
+  view.position = view.raw_position;
 }
 
 Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
@@ -164,7 +164,7 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
   out.cookie = TicketCookie{ticket, nonce};
   TicketView view;
   fillView(ticket, waiting, view);
-  out.position = view.raw_position;
+  out.position = std::max<int64_t>(1, view.raw_position);
   out.ready = view.state == TicketState::Ready;
   return out;
 }

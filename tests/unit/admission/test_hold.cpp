@@ -233,7 +233,9 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     const uint64_t t3 = expectHeld(*late, test::get("/late"), 5000, 7000);
     CHECK(t3 > t2);
     woken(room);
-    CHECK(room.segment->tickets().reapExpired(3200 + room.config->token_ttl + 1, room.config->token_ttl) == 1);
+    shm::SweepLimits limits;
+    limits.ttl = room.config->token_ttl;
+    CHECK(room.segment->tickets().sweep(3200 + room.config->token_ttl + 1, limits).expired == 1);
     CHECK(woken(room));
     Admission a = late->admit(test::get("/late"), 5100);
     CHECK(a.kind == Admission::Kind::Proceed);
@@ -242,7 +244,7 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
   holder->release();
 }
 
-TEST_CASE("queue-hold: every recheck touches the held ticket, so the reaper never takes it") {
+TEST_CASE("queue-hold: every recheck touches the held ticket, so the janitor never takes it") {
   config::Config c = holdConfig(1, 3'600'000);
   c.token_ttl = 30'000;
   Room room(std::move(c));
@@ -253,7 +255,12 @@ TEST_CASE("queue-hold: every recheck touches the held ticket, so the reaper neve
   expectHeld(*held, test::get("/a"), 25'000, 3'601'000);
   expectHeld(*held, test::get("/a"), 50'000, 3'601'000);
   // Unseen for 29 s, well past the 49 s since it was issued.
-  CHECK(room.segment->tickets().reapExpired(50'000 + 29'000, 30'000) == 0);
+  shm::SweepLimits limits;
+  limits.ttl = 30'000;
+  limits.first_poll = 15'000;
+  const shm::SweepReport swept = room.segment->tickets().sweep(50'000 + 29'000, limits);
+  CHECK(swept.expired == 0);
+  CHECK(swept.ghosts == 0);
   CHECK(room.segment->tickets().liveQueueDepth() == 1);
   holder->release();
   CHECK(held->admit(test::get("/a"), 80'000).kind == Admission::Kind::Proceed);
@@ -331,23 +338,24 @@ TEST_CASE("queue-hold: a draining worker answers held requests with the waiting 
   holder->release();
 }
 
-TEST_CASE("queue-hold: a ready ticket given up while waiting for a slot wakes the held requests behind it") {
+TEST_CASE("queue-hold: a held ticket whose client leaves before its turn is taken wakes the held requests behind it") {
   Room room(holdConfig(1, 10'000));
-  // Another worker holds the only slot: a ready ticket waits for it.
-  REQUIRE(room.segment->pages().tryAcquire(1));
-  auto ready = makePageGuard(room.ctx());
-  Admission waiting = ready->admit(test::get("/"), 1000);
-  REQUIRE(waiting.kind == Admission::Kind::Wait);
-  CHECK_FALSE(waiting.held_ticket.has_value());  // waiting for a slot is not a hold
+  auto holder = makePageGuard(room.ctx());
+  REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
+  auto first = makePageGuard(room.ctx());
+  const uint64_t t1 = expectHeld(*first, test::get("/a"), 1000, 11'000);
   auto second = room.other(2);
   auto behind = makePageGuard(second->context);
-  expectHeld(*behind, test::get("/b"), 1000, 11'000);
+  const uint64_t t2 = expectHeld(*behind, test::get("/b"), 1000, 11'000);
+  CHECK(t2 > t1);
+  holder->release();
+  // The first held ticket's turn has come, but its client goes away before
+  // the recheck: the ticket (issued for it, no cookie out) leaves the line,
+  // and the held worker hears about it.
   woken(room, 2);
-  // The ready ticket's client goes away: the ticket is retired, the window
-  // moves, and the held worker hears about it.
-  ready->release();
+  first->release();
   CHECK(woken(room, 2));
-  room.segment->pages().release(1);
   CHECK(behind->admit(test::get("/b"), 1100).kind == Admission::Kind::Proceed);
+  CHECK(room.segment->stats().snapshot().timeouts_total == 1);
   behind->release();
 }

@@ -46,8 +46,10 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "cap",
                                        "evicted_total",
                                        "generation",
+                                       "ghost_evicted_total",
                                        "live_queue_depth",
                                        "max_queue_depth",
+                                       "missed_turns_total",
                                        "occupancy",
                                        "pass_table_full_total",
                                        "promoted_total",
@@ -82,14 +84,16 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
                          shm::Counter::PromotedTotal, shm::Counter::AssetServedTotal, shm::Counter::AssetDeniedTotal,
                          shm::Counter::AssetUserThrottledTotal, shm::Counter::AssetGlobalThrottledTotal,
                          shm::Counter::RingFullTotal, shm::Counter::PassTableFullTotal, shm::Counter::ReloadsTotal,
-                         shm::Counter::WorkerRestartsTotal, shm::Counter::SlotsReclaimedTotal})
+                         shm::Counter::WorkerRestartsTotal, shm::Counter::SlotsReclaimedTotal,
+                         shm::Counter::MissedTurnsTotal, shm::Counter::GhostEvictedTotal})
     room.segment->stats().count(c, n++);
   LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
   CHECK(r.body ==
         "{\"asset_cap\":128,\"asset_denied_total\":105,\"asset_global_throttled_total\":107,"
         "\"asset_in_flight\":0,\"asset_served_total\":104,\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,"
         "\"asset_user_throttled_total\":106,\"asset_users\":0,\"cap\":1,\"evicted_total\":101,"
-        "\"generation\":1,\"live_queue_depth\":0,\"max_queue_depth\":100,\"occupancy\":1,"
+        "\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,\"max_queue_depth\":100,"
+        "\"missed_turns_total\":113,\"occupancy\":1,"
         "\"pass_table_full_total\":109,\"promoted_total\":103,\"queue_depth\":0,\"queued_total\":100,"
         "\"reloads_total\":110,\"ring_full_total\":108,\"slots_reclaimed_total\":112,\"timeouts_total\":102,"
         "\"token_ttl\":\"5m0s\",\"upstream\":\"http://127.0.0.1:3000\",\"utilization\":0.1,"
