@@ -150,11 +150,12 @@ class HoldTest(unittest.TestCase):
             self.origin.release()
             finished(*holder)
             # The slot is free, but the first ticket is ahead: the second may
-            # not jump it, so its hold runs out again, at position 1.
+            # not jump it, so its hold runs out again. Its position counts the
+            # live visitors ahead: the first is still in line until it comes.
             status, headers, body = c.get("/page", page, timeout=15)
             self.assertEqual(status, 200)
             self.assertEqual(cookies(headers)["room_ticket"], second)
-            self.assertIn(b'aria-atomic="true">1</span>', body)
+            self.assertIn(b'aria-atomic="true">2</span>', body)
             self.assertEqual(self.origin.recorder.hits("/page"), 0)
 
             # Each cookie is admitted in its turn.
