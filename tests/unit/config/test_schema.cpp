@@ -66,7 +66,7 @@ TEST_CASE("the schema is well formed") {
   CHECK(rangeText(*findSetting("queue-hold")) == "0 or 1ms to 1h0m0s");
 }
 
-TEST_CASE("every era-A flag and contract addition is in the schema") {
+TEST_CASE("every flag of the original and every later addition is in the schema") {
   const std::pair<const char*, const char*> expected[] = {
       {"listen", "CONCERT_LISTEN"},
       {"upstream", "CONCERT_UPSTREAM"},
@@ -107,6 +107,8 @@ TEST_CASE("every era-A flag and contract addition is in the schema") {
       {"max-body", "CONCERT_MAX_BODY"},
       {"asset-users-max", "CONCERT_ASSET_USERS_MAX"},
       {"queue-hold", "CONCERT_QUEUE_HOLD"},
+      {"claim-window", "CONCERT_CLAIM_WINDOW"},
+      {"first-poll-grace", "CONCERT_FIRST_POLL_GRACE"},
       {"busy-poll", "CONCERT_BUSY_POLL"},
   };
   for (const auto& entry : expected) {
