@@ -39,7 +39,10 @@ void syncBits(Layout& layout, uint32_t index) {
   for (;;) {
     const uint64_t word = state.load(std::memory_order_seq_cst);
     const EntryState s = entryState(word);
-    const bool waiting = s == EntryState::Waiting;
+    // A ticket being issued counts as waiting from the moment its number
+    // is taken: it is ahead of every later number, and turning it Waiting
+    // must move nobody back.
+    const bool waiting = s == EntryState::Waiting || s == EntryState::Reserved;
     const bool returned = s == EntryState::Returned;
     const bool missed = s == EntryState::Missed;
     if (layout.waiting.test(index) != waiting) layout.waiting.set(index, waiting);
@@ -292,6 +295,10 @@ SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
     const uint64_t word = e.state.load(std::memory_order_seq_cst);
     if (entryTicket(word) != t) continue;
     const EntryState state = entryState(word);
+    if (state == EntryState::Reserved) {
+      ++waiting_seen;  // being issued: already ahead of every later ticket
+      continue;
+    }
     if (!inLine(state) && state != EntryState::Missed) continue;
     const int64_t unseen = elapsed32(now, e.last_seen.load(std::memory_order_relaxed));
     if (limits.ttl > 0 && unseen > limits.ttl) {

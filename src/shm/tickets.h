@@ -35,7 +35,8 @@
 //   a Returned ticket is ready iff free > 0;
 //   a Waiting ticket t is ready iff waiting[L, t) + returned < free.
 // Position (what the visitor is shown) = waiting[L, t) + 1: live visitors
-// ahead in the line only. Nobody is ever inserted ahead of a waiting ticket
+// ahead in the line only (a ticket still being issued, Reserved, counts as
+// waiting: its number is already ahead of every later one). Nobody is ever inserted ahead of a waiting ticket
 // and missed or returned tickets are not counted, so a position never grows;
 // readiness is where priority and the cap come in. The waiting, returned and
 // missed bitmaps (CountedBits) answer the counts in O(log R); each bit is a
