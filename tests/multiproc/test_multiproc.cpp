@@ -397,10 +397,10 @@ TEST_CASE("four processes hammer one segment: caps hold, the FIFO window holds, 
   CHECK(board->violations.load() == 0);
   CHECK(board->fifo_violations.load() == 0);
   CHECK(board->lost.load() == 0);
-  // Positions are reported, not asserted, here: with four workers on two
-  // cores an issue() is now and then descheduled between reserving its
-  // number and turning it Waiting (tickets.cpp counts no Reserved ticket
-  // ahead), and later tickets' positions then grow by one.
+  // Known bug: a later ticket's position grows by one when an issue() of an
+  // earlier number was between reserving it and turning it Waiting (see
+  // "a ticket being issued is counted ahead of later tickets" below). A
+  // warning until it is fixed, then a CHECK.
   WARN(board->position_increases.load() == 0);
   CHECK(board->max_page.load() <= kCap);
   CHECK(board->max_asset.load() <= kAssetCap);
@@ -450,7 +450,7 @@ TEST_CASE("four processes and a janitor with a claim window: missed turns come b
           ", missed turns ", st.missed_turns_total, ", claims refused ", board->claim_failures.load());
   CHECK(board->violations.load() == 0);
   CHECK(board->lost.load() == 0);  // a missed ticket whose holder polls again is returned, never dropped
-  WARN(board->position_increases.load() == 0);  // as above
+  WARN(board->position_increases.load() == 0);  // the same known bug as above
   CHECK(board->max_page.load() <= kCap);
   CHECK(board->max_asset.load() <= kAssetCap);
   CHECK(board->max_pass.load() <= kPassCap);
@@ -736,6 +736,62 @@ TEST_CASE("a worker killed inside issue() leaves its ticket Reserved; reclaim fi
   CHECK(passed == static_cast<int>(2 * kSmallRing));
   CHECK(seg->stats().snapshot().ring_full_total == 1);
   CHECK(seg->tickets().queueDepth() == 0);
+  dropBoard(board);
+}
+
+// The ring promises that a position never grows: nobody is ever inserted
+// ahead of a waiting ticket (tickets.h). A ticket whose issue() is between
+// reserving its number and turning its entry Waiting is not counted by
+// anyone (the waiting bitmap has no bit for Reserved), yet it is ahead of
+// every later number: once its issuer finishes, every later waiting ticket's
+// position grows by one, and a later ticket may have been found ready, or
+// claimed, ahead of it meanwhile. Here the issuer is held inside issue(),
+// right where a descheduled worker would be.
+//
+// KNOWN BUG in shm/tickets.cpp, not fixed yet: this case is marked
+// should_fail so the suite stays green; with the fix, drop the decorator
+// and turn the hammers' WARN on position increases into a CHECK.
+TEST_CASE("a ticket being issued is counted ahead of later tickets: positions never grow" * doctest::should_fail()) {
+  auto seg = Segment::create(testGeometry(), 1, 1);
+  Board* board = makeBoard();
+  REQUIRE(seg->pages().tryAcquire(0));  // a request in flight: everyone waits
+  Children children;
+  const pid_t issuer = forkChild();
+  REQUIRE(issuer >= 0);
+  if (issuer == 0) {
+    g_getrandom_hook = [] {
+      g_getrandom_hook = nullptr;
+      g_board->stalled.store(1);
+      for (int i = 0; i < 20000 && g_board->go.load() == 0; ++i) sleepMs(1);
+    };
+    const Issued mine = seg->tickets().issue(1, 0, monotonicMs());
+    g_board->reported_position.store(mine.outcome == IssueOutcome::Queued ? mine.position : -1);
+    _exit(0);
+  }
+  children.add(issuer);
+  for (int i = 0; i < 20000 && board->stalled.load() == 0; ++i) sleepMs(1);
+  REQUIRE(board->stalled.load() == 1);  // ticket 1 is Reserved, its issuer inside issue()
+
+  const Issued second = seg->tickets().issue(0, 0, monotonicMs());
+  const Issued third = seg->tickets().issue(0, 0, monotonicMs());
+  REQUIRE(second.outcome == IssueOutcome::Queued);
+  REQUIRE(third.outcome == IssueOutcome::Queued);
+  REQUIRE(second.cookie.ticket == 2);
+  REQUIRE(third.cookie.ticket == 3);
+  board->go.store(1);
+  int status = 0;
+  REQUIRE(waitExit(issuer, &status, 20));
+  children.reaped(issuer);
+  REQUIRE(WIFEXITED(status));
+  CHECK(board->reported_position.load() == 1);
+
+  const TicketView v2 = seg->tickets().render(second.cookie, monotonicMs(), kLongTtl);
+  const TicketView v3 = seg->tickets().render(third.cookie, monotonicMs(), kLongTtl);
+  CAPTURE(second.position);
+  CAPTURE(third.position);
+  CHECK(v2.raw_position <= second.position);
+  CHECK(v3.raw_position <= third.position);
+  seg->pages().release(0);
   dropBoard(board);
 }
 
