@@ -549,6 +549,22 @@ TEST_CASE("a turn not taken within the claim window is missed, and the next in l
   CHECK(s->tickets().render(q1.cookie, 80000, kTtl).state == TicketState::Unknown);
 }
 
+TEST_CASE("the claim window counts from when the turn last came, not from a turn the room took back") {
+  constexpr Millis kWindow = 10000;
+  auto s = makeSegment(2);
+  occupy(*s, 1);
+  const Issued q = mustQueue(*s, 0);
+  REQUIRE(q.ready);
+  CHECK(s->tickets().sweep(1000, claimWindowOnly(kWindow)).missed == 0);  // ready: stamped at 1000
+  occupy(*s, 1);                                                          // the room fills again
+  CHECK(s->tickets().sweep(5000, claimWindowOnly(kWindow)).missed == 0);  // not ready: stamp dropped
+  vacate(*s, 1);
+  CHECK(s->tickets().sweep(12000, claimWindowOnly(kWindow)).missed == 0);  // ready again: stamped at 12000
+  CHECK(s->tickets().sweep(22000, claimWindowOnly(kWindow)).missed == 0);
+  CHECK(s->tickets().sweep(22001, claimWindowOnly(kWindow)).missed == 1);
+  CHECK(s->stats().snapshot().missed_turns_total == 1);
+}
+
 TEST_CASE("a missed ticket whose holder comes back is returned: ready at the next free slot, ahead of the line") {
   constexpr Millis kWindow = 10000;
   auto s = makeSegment(1);
