@@ -62,36 +62,47 @@ uint8_t passId(int n, int byte) {
 }
 
 // ---------------------------------------------------------------- tickets
-// The contenders' ticket work: a fast-path admission, or a visitor who
-// leaves at once when queued, so nothing piles up in the ring.
-void issueFinish(Segment& s, WorkerSlot slot) {
+// A visit as the page guard makes it: a ticket; on its turn a page slot and
+// the claim, then the request ends (page release). A visitor whose turn has
+// not come leaves at once (retire), so nothing piles up in the ring.
+void visit(Segment& s, WorkerSlot slot) {
   const Issued issued = s.tickets().issue(slot, 0, 0);
-  if (issued.outcome == IssueOutcome::Ready) {
-    s.tickets().finish(issued.cookie.ticket, slot);
-  } else if (issued.outcome == IssueOutcome::Queued) {
+  if (issued.outcome != IssueOutcome::Queued) return;
+  if (issued.ready && s.pages().tryAcquire(slot)) {
+    if (!s.tickets().claim(issued.cookie)) s.tickets().retire(issued.cookie.ticket, false);
+    s.pages().release(slot);
+  } else {
     s.tickets().retire(issued.cookie.ticket, false);
   }
 }
 
-void BM_IssueFinishFastPath(benchmark::State& state) {
+void BM_IssueClaimRelease(benchmark::State& state) {
+  // An empty line and a wide room: issue (ready at once), page slot, claim,
+  // page release.
   auto s = Segment::create(geometry(1u << 16), 1 << 20, 100);
   std::unique_ptr<Contender> other;
-  if (state.range(0)) other = std::make_unique<Contender>([&s] { issueFinish(*s, 1); });
-  for (auto _ : state) issueFinish(*s, 0);
+  if (state.range(0)) other = std::make_unique<Contender>([&s] { visit(*s, 1); });
+  for (auto _ : state) {
+    const Issued issued = s->tickets().issue(0, 0, 0);
+    if (s->pages().tryAcquire(0)) {
+      if (!s->tickets().claim(issued.cookie)) s->tickets().retire(issued.cookie.ticket, false);
+      s->pages().release(0);
+    }
+  }
 }
-BENCHMARK(BM_IssueFinishFastPath)->Arg(0)->Arg(1)->ArgName("contended");
+BENCHMARK(BM_IssueClaimRelease)->Arg(0)->Arg(1)->ArgName("contended");
 
 void BM_IssueQueued(benchmark::State& state) {
   // Each iteration hands out one waiting ticket (random nonce included)
-  // behind one admitted request that never finishes.
+  // behind a full room: one request in flight that never ends.
   constexpr uint32_t kRing = 1u << 20;
   std::unique_ptr<Segment> s;
   std::unique_ptr<Contender> other;
   auto fresh = [&] {
     other.reset();
     s = Segment::create(geometry(kRing), 1, 100);
-    s->tickets().issue(0, 0, 0);
-    if (state.range(0)) other = std::make_unique<Contender>([&s] { issueFinish(*s, 1); });
+    s->pages().tryAcquire(0);
+    if (state.range(0)) other = std::make_unique<Contender>([&s] { visit(*s, 1); });
   };
   fresh();
   for (auto _ : state) {
@@ -106,19 +117,21 @@ void BM_IssueQueued(benchmark::State& state) {
 }
 BENCHMARK(BM_IssueQueued)->Arg(0)->Arg(1)->ArgName("contended");
 
-void BM_ClaimFinish(benchmark::State& state) {
-  // Waiting tickets made ready by a wide cap, claimed and finished in order.
+void BM_ClaimRelease(benchmark::State& state) {
+  // Waiting tickets made ready by a wide cap, taken in order: page slot,
+  // claim, page release.
   constexpr int kBatch = 1 << 16;
   auto s = Segment::create(geometry(1u << 18), 1, 100);
   std::unique_ptr<Contender> other;
-  if (state.range(0)) other = std::make_unique<Contender>([&s] { issueFinish(*s, 1); });
+  if (state.range(0)) other = std::make_unique<Contender>([&s] { visit(*s, 1); });
   std::vector<TicketCookie> cookies;
   auto refill = [&] {
     s->pages().setCap(1);
     cookies.clear();
-    const Issued head = s->tickets().issue(0, 0, 0);  // in flight ahead: the rest queue
+    while (!s->pages().tryAcquire(0)) {  // a request in flight: the rest queue
+    }
     for (int i = 0; i < kBatch; ++i) cookies.push_back(s->tickets().issue(0, 0, 0).cookie);
-    s->tickets().retire(head.cookie.ticket, false);
+    s->pages().release(0);
     s->pages().setCap(1 << 30);
   };
   refill();
@@ -131,15 +144,18 @@ void BM_ClaimFinish(benchmark::State& state) {
       state.ResumeTiming();
     }
     const TicketCookie& c = cookies[next++];
-    if (s->tickets().claim(c, 0)) s->tickets().finish(c.ticket, 0);
+    if (s->pages().tryAcquire(0)) {
+      if (!s->tickets().claim(c)) s->tickets().retire(c.ticket, false);
+      s->pages().release(0);
+    }
   }
 }
-BENCHMARK(BM_ClaimFinish)->Arg(0)->Arg(1)->ArgName("contended");
+BENCHMARK(BM_ClaimRelease)->Arg(0)->Arg(1)->ArgName("contended");
 
 void BM_PollMillionWaiting(benchmark::State& state) {
   constexpr int kWaiting = 1000000;
   auto s = Segment::create(computeGeometry(kWaiting, 500, 2, 1024), 500, 100);
-  for (int i = 0; i < 500; ++i) s->tickets().issue(0, 0, 0);  // the window, in flight
+  for (int i = 0; i < 500; ++i) s->pages().tryAcquire(0);  // the room, full: requests in flight
   std::vector<TicketCookie> cookies;
   cookies.reserve(kWaiting);
   for (int i = 0; i < kWaiting; ++i) cookies.push_back(s->tickets().issue(0, 0, 0).cookie);

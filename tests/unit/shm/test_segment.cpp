@@ -76,13 +76,16 @@ TEST_CASE("reclaimDeadWorker returns exactly what the slot held") {
   s->slots().started(0, 100, 1, 0);
   s->slots().started(1, 101, 1, 0);
 
-  // Slot 1: two page slots with their tickets, one asset slot, three pass holds.
-  const Issued t1 = s->tickets().issue(1, 0, 0);
-  const Issued t2 = s->tickets().issue(1, 0, 0);
-  REQUIRE(t1.outcome == IssueOutcome::Ready);
-  REQUIRE(t2.outcome == IssueOutcome::Ready);
-  REQUIRE(s->pages().tryAcquire(1));
-  REQUIRE(s->pages().tryAcquire(1));
+  // Slot 1: two requests in flight (admitted through the line: their
+  // tickets left it when claimed, so they hold page slots only), one asset
+  // slot, three pass holds.
+  for (int i = 0; i < 2; ++i) {
+    const Issued t = s->tickets().issue(1, 0, 0);
+    REQUIRE(t.outcome == IssueOutcome::Queued);
+    REQUIRE(t.ready);
+    REQUIRE(s->pages().tryAcquire(1));
+    REQUIRE(s->tickets().claim(t.cookie));
+  }
   REQUIRE(s->assets().tryAcquire(1));
   uint8_t id[16] = {1, 2, 3};
   PassHold h;
@@ -91,18 +94,21 @@ TEST_CASE("reclaimDeadWorker returns exactly what the slot held") {
   REQUIRE(s->passes().tryAcquire(id, PassProto::H2, 5, 1, 0, &h) == PassAcquire::Acquired);
   // Slot 0 holds one of everything and must keep it.
   const Issued t3 = s->tickets().issue(0, 0, 0);
-  REQUIRE(t3.outcome == IssueOutcome::Ready);
+  REQUIRE(t3.outcome == IssueOutcome::Queued);
+  REQUIRE(t3.ready);
   REQUIRE(s->pages().tryAcquire(0));
+  REQUIRE(s->tickets().claim(t3.cookie));
   REQUIRE(s->assets().tryAcquire(0));
   PassHold h0;
   REQUIRE(s->passes().tryAcquire(id, PassProto::H1, 5, 0, 0, &h0) == PassAcquire::Acquired);
   // A waiting ticket issued by slot 1 belongs to its visitor, not the worker.
   const Issued waiting = s->tickets().issue(1, 0, 0);
   REQUIRE(waiting.outcome == IssueOutcome::Queued);
+  REQUIRE_FALSE(waiting.ready);
 
   const ReclaimReport r = s->reclaimDeadWorker(1);
   CHECK(r.page_slots == 2);
-  CHECK(r.tickets_finished == 2);
+  CHECK(r.tickets_finished == 0);  // no ticket of slot 1 was caught half-issued (Reserved)
   CHECK(r.asset_slots == 1);
   CHECK(r.pass_holds == 3);
   CHECK(r.total() == 6);
@@ -112,8 +118,10 @@ TEST_CASE("reclaimDeadWorker returns exactly what the slot held") {
   CHECK(s->tickets().liveQueueDepth() == 1);
   CHECK(s->stats().snapshot().slots_reclaimed_total == 6);
   CHECK(s->stats().snapshot().workers == 1);
-  // The freed window admits the waiting ticket; the pass has one H1 hold left.
-  CHECK(s->tickets().claim(waiting.cookie, 0));
+  // The freed slots admit the waiting ticket; the pass has one H1 hold left.
+  CHECK(s->tickets().render(waiting.cookie, 0, 300000).state == TicketState::Ready);
+  REQUIRE(s->pages().tryAcquire(2));
+  CHECK(s->tickets().claim(waiting.cookie));
   PassHold more;
   for (int i = 0; i < 4; ++i) CHECK(s->passes().tryAcquire(id, PassProto::H1, 5, 2, 0, &more) == PassAcquire::Acquired);
   CHECK(s->passes().tryAcquire(id, PassProto::H1, 5, 2, 0, &more) == PassAcquire::AtCap);
@@ -134,7 +142,9 @@ TEST_CASE("stats snapshot reports every counter") {
                          Counter::PassTableFullTotal,
                          Counter::ReloadsTotal,
                          Counter::WorkerRestartsTotal,
-                         Counter::SlotsReclaimedTotal};
+                         Counter::SlotsReclaimedTotal,
+                         Counter::MissedTurnsTotal,
+                         Counter::GhostEvictedTotal};
   uint64_t n = 1;
   for (Counter c : all) s->stats().count(c, n++);
   s->stats().count(Counter::QueuedTotal);
@@ -152,6 +162,8 @@ TEST_CASE("stats snapshot reports every counter") {
   CHECK(st.reloads_total == 11);
   CHECK(st.worker_restarts_total == 12);
   CHECK(st.slots_reclaimed_total == 13);
+  CHECK(st.missed_turns_total == 14);
+  CHECK(st.ghost_evicted_total == 15);
   CHECK(st.cap == 2);
   CHECK(st.asset_cap == 10);
   CHECK(st.occupancy == 0);
@@ -169,6 +181,8 @@ TEST_CASE("the counter table: one enum value, one stats key and one snapshot fie
   CHECK(keys.size() == kCounterCount);
   CHECK(counterKey(Counter::QueuedTotal) == "queued_total");
   CHECK(counterKey(Counter::SlotsReclaimedTotal) == "slots_reclaimed_total");
+  CHECK(counterKey(Counter::MissedTurnsTotal) == "missed_turns_total");
+  CHECK(counterKey(Counter::GhostEvictedTotal) == "ghost_evicted_total");
 
   auto s = makeSegment();
   uint64_t n = 1;
@@ -177,5 +191,5 @@ TEST_CASE("the counter table: one enum value, one stats key and one snapshot fie
   n = 1;
   for (Counter c : kAllCounters) CHECK(st.counter(c) == n++);
   CHECK(st.queued_total == 1);  // the field and counter() are the same storage
-  CHECK(st.slots_reclaimed_total == kCounterCount);
+  CHECK(st.ghost_evicted_total == kCounterCount);  // the last entry of the table
 }
