@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "admission/admission.h"
 #include "admission/answers.h"
+#include "admission/cap_body.h"
 
 namespace concert::admission {
 namespace {
@@ -76,7 +77,7 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
   if (!http::hasHeader(request.headers, "Authorization") || !tokenMatches(presented, config.admin_token))
     return emptyResponse(401);
 
-  common::CapBody parsed = common::parseCapBody(body);
+  CapBody parsed = parseCapBody(body);
   if (!parsed.error.empty()) return jsonResponse(400, common::JsonObject().add("error", parsed.error).str());
   if (parsed.cap < 1) {
     std::string message = "room: invalid capacity " + std::to_string(parsed.cap) + ": must be >= 1";
