@@ -300,13 +300,4 @@ std::string markdownTable() {
   return out;
 }
 
-std::string startupLine(const Config& c) {
-  return "concert " + c.listen + " -> " + c.upstream.raw + " (cap=" + std::to_string(c.cap) +
-         ", max-queue=" + std::to_string(c.max_queue) + ", token-ttl=" + goDurationString(c.token_ttl) +
-         (c.queue_hold > 0 ? ", queue-hold=" + goDurationString(c.queue_hold) : std::string()) +
-         ", asset-cap=" + std::to_string(c.asset_cap) + (c.asset_cap_derived ? " (derived)" : "") +
-         ", asset-user-cap=" + std::to_string(c.asset_user_cap_h1) + " h1 / " + std::to_string(c.asset_user_cap_h2) +
-         " h2)";
-}
-
 }  // namespace concert::config
