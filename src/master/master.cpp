@@ -93,24 +93,6 @@ std::string describeExit(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-std::string absolutePath(const std::string& path, const std::string& base) {
-  if (path.empty() || path.front() == '/' || base.empty()) return path;
-  return base + "/" + path;
-}
-
-// A daemon runs in "/", so the file names it uses after detaching (error log
-// reopen, access log opened by each new worker, pid file removal) are made
-// absolute against the directory it was started from.
-config::ConfigPtr withAbsolutePaths(const config::ConfigPtr& config, const std::string& base) {
-  auto copy = std::make_shared<config::Config>(*config);
-  copy->error_log = absolutePath(copy->error_log, base);
-  copy->access_log_file = absolutePath(copy->access_log_file, base);
-  copy->pid_file = absolutePath(copy->pid_file, base);
-  copy->html_file = absolutePath(copy->html_file, base);
-  copy->config_file = absolutePath(copy->config_file, base);
-  return copy;
-}
-
 std::string currentDirectory() {
   char buf[4096];
   return getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
@@ -120,7 +102,7 @@ class Master {
  public:
   Master(config::ConfigPtr config, std::vector<std::string> args, config::Environment env)
       : start_dir_(currentDirectory()),
-        config_(withAbsolutePaths(config, start_dir_)),
+        config_(std::move(config)),
         args_(std::move(args)),
         env_(std::move(env)),
         pid_file_(config_->pid_file) {}
@@ -296,8 +278,7 @@ bool Master::startUp() {
 // when workers switch user: root's verdict says nothing about theirs.
 bool Master::checkAccessLog(const config::Config& config, std::string* error) const {
   if (!config.access_log || config.access_log_file.empty() || run_as_.active) return true;
-  std::string path = absolutePath(config.access_log_file, start_dir_);
-  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  int fd = open(config.access_log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     *error = "-access-log-file " + config.access_log_file + ": " + std::strerror(errno);
     return false;
@@ -615,8 +596,7 @@ void Master::reload(Millis now) {
     return;
   }
   std::vector<std::string> notes;
-  config::ConfigPtr fresh = mergeReloadedConfig(*config_, *withAbsolutePaths(result.config, start_dir_),
-                                                segment_->geometry().worker_slots, &notes);
+  config::ConfigPtr fresh = mergeReloadedConfig(*config_, *result.config, segment_->geometry().worker_slots, &notes);
   for (const std::string& note : notes) LOG_WARN("%s", note.c_str());
   if (fresh->error_log != config_->error_log) {
     if (log::openErrorLog(fresh->error_log)) {
