@@ -230,13 +230,6 @@ bool Master::startUp() {
     return false;
   }
 
-  if (config_->admit_secret.empty()) {
-    auto with_secret = std::make_shared<config::Config>(*config_);
-    with_secret->admit_secret = generateAdmitSecret();
-    with_secret->admit_secret_generated = true;
-    config_ = with_secret;
-  }
-
   shm::Geometry geometry =
       shm::computeGeometry(config_->max_queue, config_->cap, config_->workers, config_->asset_users_max);
   try {
