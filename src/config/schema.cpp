@@ -23,21 +23,8 @@ bool isControlOrSpace(char c) {
 }
 
 std::string checkListen(std::string_view value) {
-  const std::string bad = "must look like [host]:port, e.g. :8080, 127.0.0.1:8080 or [::1]:8080";
-  size_t colon = value.rfind(':');
-  if (colon == std::string_view::npos) return bad;
-  std::string_view host = value.substr(0, colon);
-  std::string_view port = value.substr(colon + 1);
-  if (!host.empty() && host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') return bad;
-  } else if (host.find(':') != std::string_view::npos) {
-    return bad;
-  }
-  for (char c : host)
-    if (isControlOrSpace(c)) return bad;
-  Parsed<int64_t> number = parseInt(port);
-  if (port.empty() || port.front() < '0' || port.front() > '9' || !number.ok() || *number.value > 65535) return bad;
-  return {};
+  if (parseListenAddress(value).ok()) return {};
+  return "must look like [host]:port, e.g. :8080, 127.0.0.1:8080 or [::1]:8080";
 }
 
 // Cookie attribute values are written into Set-Cookie verbatim; a ';' or a
