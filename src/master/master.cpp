@@ -41,7 +41,6 @@
 #include "master/master.h"
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,7 +118,7 @@ class Master {
   // -- workers
   void reconcile(Millis now);
   bool spawn(shm::WorkerSlot slot, Millis now);
-  [[noreturn]] void workerChild(shm::WorkerSlot slot);
+  worker::WorkerContext workerContext(shm::WorkerSlot slot) const;
   void reapChildren(Millis now);
   void onWorkerExit(shm::WorkerSlot slot, int status, Millis now);
   void drain(shm::WorkerSlot slot, Millis now, Millis margin);
@@ -425,6 +424,7 @@ void Master::reconcile(Millis now) {
 }
 
 bool Master::spawn(shm::WorkerSlot slot, Millis now) {
+  worker::WorkerContext context = workerContext(slot);
   pid_t pid = fork();
   if (pid < 0) {
     LOG_ERROR("fork worker %u: %s", slot, std::strerror(errno));
@@ -432,7 +432,7 @@ bool Master::spawn(shm::WorkerSlot slot, Millis now) {
     next_spawn_at_ = now + backoff_;
     return false;
   }
-  if (pid == 0) workerChild(slot);
+  if (pid == 0) worker::runWorkerProcess(context);
   WorkerProc& p = procs_[slot];
   p = WorkerProc{};
   p.state = SlotState::Running;
@@ -443,40 +443,18 @@ bool Master::spawn(shm::WorkerSlot slot, Millis now) {
   return true;
 }
 
-void Master::workerChild(shm::WorkerSlot slot) {
-  int status = 1;
-  try {
-    log::setRole("worker " + std::to_string(slot));
-    log::setGeneration(generation_);
-    resetSignalsForChild();
-    if (daemon_ready_fd_ >= 0) close(daemon_ready_fd_);  // the daemon's starter waits for the master only
-    std::string error;
-    if (!dropPrivileges(run_as_, &error)) {
-      LOG_ERROR("%s", error.c_str());
-      _exit(1);
-    }
-    // Drain on our own if the master goes away (set after the credential
-    // change, which clears it); the getppid() check closes the window
-    // between fork and prctl.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != master_pid_) _exit(0);
-    segment_->slotStarted(slot, static_cast<int>(getpid()), generation_, 0);
-    worker::WorkerContext context;
-    context.config = config_;
-    context.segment = segment_.get();
-    context.slot = slot;
-    context.generation = generation_;
-    context.master_pid = static_cast<int>(master_pid_);
-    for (const BoundListener& l : listeners_) context.listen_fds.push_back(l.fd);
-    status = worker::runWorker(context);
-  } catch (const std::exception& e) {
-    LOG_ERROR("worker failed: %s", e.what());
-    status = 1;
-  } catch (...) {
-    LOG_ERROR("worker failed: unknown exception");
-    status = 1;
-  }
-  _exit(status);
+worker::WorkerContext Master::workerContext(shm::WorkerSlot slot) const {
+  worker::WorkerContext context;
+  context.config = config_;
+  context.segment = segment_.get();
+  context.slot = slot;
+  context.generation = generation_;
+  context.master_pid = static_cast<int>(master_pid_);
+  for (const BoundListener& l : listeners_) context.listen_fds.push_back(l.fd);
+  // The daemon's starter waits for the master only.
+  if (daemon_ready_fd_ >= 0) context.close_fds.push_back(daemon_ready_fd_);
+  context.drop_privileges = [run_as = run_as_](std::string* error) { return dropPrivileges(run_as, error); };
+  return context;
 }
 
 void Master::drain(shm::WorkerSlot slot, Millis now, Millis margin) {
