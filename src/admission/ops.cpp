@@ -1,4 +1,4 @@
-// The ops endpoints (reference-behaviour §2.7–§2.9, contract §4.8):
+// The ops endpoints:
 // GET /_room/healthz, GET /_room/stats, POST /_room/cap.
 //
 // Every number comes from the shared segment, so the answer is the same

@@ -15,8 +15,8 @@
 
 namespace concert::common {
 
-// Go's encodeState.string without HTML escaping: the spec quotes bodies such as
-// "must be >= 1" literally, and no Concert body is ever embedded in HTML.
+// Go's encodeState.string without HTML escaping: the original writes bodies
+// such as "must be >= 1" literally, and no Concert body is ever embedded in HTML.
 inline void appendJsonString(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';

@@ -21,7 +21,8 @@ struct ListenResult {
   bool ok() const { return error.empty(); }
 };
 
-// Binds and listens on `spec` (config::parseListenAddress) (SO_REUSEADDR, non-blocking, close-on-exec, large backlog).
+// Binds and listens on `spec`, as config::parseListenAddress splits it
+// (SO_REUSEADDR, non-blocking, close-on-exec, large backlog).
 // ":port" tries one dual-stack [::] socket first and falls back to 0.0.0.0
 // when the host has no IPv6. A host name binds its first resolved address.
 ListenResult bindListeners(const std::string& spec);

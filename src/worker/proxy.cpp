@@ -1,4 +1,4 @@
-// The origin side of a client connection: head rewriting (reference §4.1),
+// The origin side of a client connection: head rewriting,
 // the exchange with a pooled origin connection, response streaming with
 // backpressure both ways, Upgrade tunnels, and the 502/504 answers.
 //

@@ -1,4 +1,4 @@
-// Reverse-proxy message rewriting (reference §4.1, §4.3): the request head
+// Reverse-proxy message rewriting: the request head
 // Concert sends to the origin and the response head it sends to the client.
 // Pure functions over parsed heads; the streaming itself lives in
 // ClientConnection (connection.h, proxy.cpp).

@@ -1,6 +1,6 @@
 // The loader: sources and precedence, command-line syntax, every validation
-// rule of the original (reference-behaviour §5, TestParseConfig_*), the
-// contract's additions, error formats per source, and derived values.
+// rule of the original, Concert's additional settings, error formats per
+// source, and derived values.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
