@@ -95,7 +95,7 @@ class PageGuard final : public RequestGuard {
       if (!cookie_presented_) segment().tickets().retire(cookie_.ticket, true);
     }
     // The client went away while its ready ticket waited for a slot: the
-    // reference's EventTimeout (§1.3 step 4).
+    // ticket is retired and counted as a timeout.
     if (state_ == State::WaitingForSlot) giveUpSlot();
     // The ticket finishes before the page slot is returned, so the wake-up
     // pages().release() sends finds the window already moved: a held ticket that
@@ -263,7 +263,7 @@ class PageGuard final : public RequestGuard {
     state_ = State::Holding;
     outcome_ = Outcome::Admitted;
     if (segment().pages().occupancy() == segment().pages().cap()) logEdge("upstream saturated");
-    // §3.3: issue or slide the concert_admit pass before proxying, so it is
+    // Issue or slide the concert_admit pass before proxying, so it is
     // present even when the origin then fails.
     int64_t unix_now = unixSeconds();
     std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);

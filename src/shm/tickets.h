@@ -1,5 +1,5 @@
-// The ticket ring: page admission in FIFO order across every worker
-// (reference-behaviour §1), lock-free in shared memory.
+// The ticket ring: page admission in FIFO order across every worker,
+// lock-free in shared memory.
 //
 // Numbers: next_ticket is the next number to hand out (the first is 1);
 // low_water L is the lowest ticket that may be unfinished (every ticket below

@@ -1,5 +1,5 @@
 // The ticket ring: issue, positions, polls, claims, expiry, wrap-around,
-// ring full and the breaker (reference-behaviour §1).
+// ring full and the breaker.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
