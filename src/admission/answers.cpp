@@ -34,7 +34,7 @@ http::LocalResponse waitingResponse(const config::Config& config, const http::Re
                                     const shm::TicketCookie& cookie, int64_t position) {
   http::LocalResponse r;
   if (config.api_json && !wantsHtml(request)) {
-    // §2.5, byte-exact: Go marshals this map with its keys sorted.
+    // Byte-exact: Go marshals this map with its keys sorted.
     r.status = 429;
     r.headers.push_back(header("Content-Type", std::string(kJsonType)));
     r.headers.push_back(header("Cache-Control", "no-store"));

@@ -19,7 +19,8 @@ inline constexpr std::string_view kJsonType = "application/json; charset=utf-8";
 inline constexpr std::string_view kHtmlType = "text/html; charset=utf-8";
 inline constexpr std::string_view kTextType = "text/plain; charset=utf-8";
 
-// §2.4: the joined Accept values contain "text/html" (case-sensitive).
+// A browser, as the original tells one: the joined Accept values contain
+// "text/html" (case-sensitive).
 bool wantsHtml(const http::Request& request);
 
 // The waiting page with {{.Position}} and {{.SkipURL}} substituted verbatim

@@ -1,4 +1,4 @@
-// The asset tier as a per-request guard (reference-behaviour §2.10).
+// The asset tier as a per-request guard.
 //
 // Private assets (-assets) need a valid concert_admit pass and go through two
 // pools; public assets (-asset-public) only through the second:
@@ -29,7 +29,7 @@
 namespace concert::admission {
 namespace {
 
-// §2.10 protocol detection: the configured header wins when it names a
+// Protocol detection: the configured header wins when it names a
 // known protocol, otherwise the client connection's own version decides.
 shm::PassProto passProtocol(const config::Config& config, const http::Request& request) {
   if (!config.client_proto_header.empty()) {

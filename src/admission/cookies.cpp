@@ -5,7 +5,7 @@
 // trimmed of spaces and tabs, empty pieces are skipped, the name is what
 // precedes the first '='. Stripping keeps every other piece byte for byte and
 // in order, so the origin sees its own cookies exactly as the client sent
-// them (Go re-serialised them, which could alter unusual values: §7.23).
+// them (Go re-serialised them, which could alter unusual values).
 #include "admission/cookies.h"
 
 #include <charconv>

@@ -1,5 +1,5 @@
-// Reading the Cookie header and writing Concert's Set-Cookie headers
-// (reference-behaviour §2.11, §4.1). Pure string functions; no state.
+// Reading the Cookie header and writing Concert's Set-Cookie headers.
+// Pure string functions; no state.
 #pragma once
 
 #include <optional>

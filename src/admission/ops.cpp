@@ -1,4 +1,4 @@
-// The ops endpoints (reference-behaviour §2.7–§2.9, contract §4.8):
+// The ops endpoints:
 // GET /_room/healthz, GET /_room/stats, POST /_room/cap.
 //
 // Every number comes from the shared segment, so the answer is the same
@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "admission/admission.h"
 #include "admission/answers.h"
+#include "admission/cap_body.h"
 
 namespace concert::admission {
 namespace {
@@ -77,7 +78,7 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
   if (!http::hasHeader(request.headers, "Authorization") || !tokenMatches(presented, config.admin_token))
     return emptyResponse(401);
 
-  common::CapBody parsed = common::parseCapBody(body);
+  CapBody parsed = parseCapBody(body);
   if (!parsed.error.empty()) return jsonResponse(400, common::JsonObject().add("error", parsed.error).str());
   if (parsed.cap < 1) {
     std::string message = "room: invalid capacity " + std::to_string(parsed.cap) + ": must be >= 1";

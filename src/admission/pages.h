@@ -7,7 +7,7 @@ namespace concert::admission {
 
 // The default waiting page, with {{.Position}} and {{.SkipURL}} placeholders.
 extern const std::string_view kWaitingRoomHtml;
-// The breaker's 503 page for browsers (contract §4.4).
+// The 503 page for browsers when the queue is full (the breaker).
 extern const std::string_view kQueueFullHtml;
 
 }  // namespace concert::admission

@@ -1,4 +1,4 @@
-// The concert_admit pass (reference-behaviour §3, era A): a stateless,
+// The concert_admit pass: a stateless,
 // HMAC-signed proof that its holder was admitted to a page, checked by the
 // private asset tier without touching shared memory.
 //
@@ -41,7 +41,7 @@ std::optional<std::string> mintNewPass(std::string_view secret, int64_t now, int
 // The id and expiry of a genuine, unexpired pass; nullopt for anything else.
 std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view value, int64_t now);
 
-// The sliding rule (§3.3): the value to send in a Set-Cookie, or nullopt
+// The sliding rule: the value to send in a Set-Cookie, or nullopt
 // for "send nothing".
 //   valid pass, remaining lifetime <= ttl/2   -> same id, expiry now + ttl
 //   valid pass, more than half left           -> nothing

@@ -1,4 +1,4 @@
-// GET /queue/status: the waiting page's poll (reference-behaviour §2.6).
+// GET /queue/status: the waiting page's poll.
 //
 // Answers from the shared segment only: the ticket's state and position, the
 // smoothed utilization, and the skip-the-line figures when -rate is set.

@@ -1,4 +1,4 @@
-// The "upstream saturated" / "draining" lines (reference §1.8: logged on the
+// The "upstream saturated" / "draining" lines (logged on the
 // full and not-full edges). At full cap those edges alternate on nearly
 // every request, so a worker writes at most one such line per second: the
 // first edge is logged at once, later ones within the second are folded,

@@ -89,7 +89,7 @@ struct Config {
   int32_t asset_users_max = 65536;  // pass-table capacity; restart-only
 
   // -- secrets (environment only)
-  std::string admit_secret;  // "" => the master generates one
+  std::string admit_secret;  // CONCERT_ADMIT_SECRET, else 32 random bytes from the loader
   bool admit_secret_generated = false;
   std::string admin_token;  // "" => POST /_room/cap answers 404
 

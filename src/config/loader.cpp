@@ -446,7 +446,8 @@ void checkPathConflicts(const Config& config, const std::vector<std::string>& la
 }
 
 // Relative file names are resolved against the directory Concert was
-// started from, before -daemon changes to "/".
+// started from: a daemon runs in "/" and still opens, reopens and removes
+// them after it detached, and the master reloads from the start directory.
 void makeAbsolute(std::string& path) {
   if (path.empty() || path.front() == '/') return;
   char cwd[4096];
@@ -529,7 +530,6 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
 
   auto config = std::make_shared<Config>();
   config->config_file = cl.config_file;
-  makeAbsolute(config->config_file);
   std::vector<std::string> labels(count);
   for (size_t i = 0; i < count; ++i) {
     const Setting& s = settings()[i];
@@ -566,7 +566,8 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     config->asset_cap = static_cast<int32_t>(std::min<int64_t>(derived, std::numeric_limits<int32_t>::max()));
   }
 
-  for (std::string* path : {&config->html_file, &config->pid_file, &config->error_log, &config->access_log_file})
+  for (std::string* path :
+       {&config->config_file, &config->html_file, &config->pid_file, &config->error_log, &config->access_log_file})
     makeAbsolute(*path);
   if (!config->html_file.empty()) {
     std::string why;

@@ -3,6 +3,7 @@
 // run them again on SIGHUP while workers keep serving.
 #include "config/parse.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -279,6 +280,31 @@ Parsed<Upstream> parseUpstream(std::string_view text) {
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return invalid();
   up.path = path == "/" ? std::string() : std::string(path);
   return {std::move(up), {}};
+}
+
+Parsed<ListenAddress> parseListenAddress(std::string_view text) {
+  using Result = Parsed<ListenAddress>;
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string_view::npos || text.substr(close + 1, 1) != ":")
+      return Result::fail("missing port in address");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+    if (host.empty()) return Result::fail("empty host in brackets");
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return Result::fail("missing port in address");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) return Result::fail("too many colons in address");
+  }
+  for (char c : host)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return Result::fail("invalid host " + quoted(host));
+  bool digits = !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), isDigit);
+  if (!digits || std::stoi(std::string(port)) > 65535) return Result::fail("invalid port " + quoted(port));
+  return {ListenAddress{std::string(host), std::string(port)}, {}};
 }
 
 PathListParse parsePathList(std::string_view text) {

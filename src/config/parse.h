@@ -50,6 +50,17 @@ Parsed<int64_t> parseByteSize(std::string_view text);
 //   invalid -upstream "ftp://x": must look like http://host:port
 Parsed<Upstream> parseUpstream(std::string_view text);
 
+// The -listen address, split as Go's net.SplitHostPort splits it: ":8080",
+// "host:8080", "[::1]:8080". Stricter than Go: the port is 1 to 5 digits up
+// to 65535, and the host has no spaces or control characters and, in
+// brackets, is not empty. Errors are Go's where Go has one:
+//   missing port in address / too many colons in address / invalid port "x"
+struct ListenAddress {
+  std::string host;  // "" = every address; IPv6 literal without brackets
+  std::string port;  // decimal, "0" = let the kernel choose
+};
+Parsed<ListenAddress> parseListenAddress(std::string_view text);
+
 // A path list as -bypass, -assets and -asset-public take it: comma
 // separated, entries trimmed, empty entries skipped, entries not starting
 // with '/' skipped with a warning each, "/x/*" a prefix rule for "/x/".

@@ -23,21 +23,8 @@ bool isControlOrSpace(char c) {
 }
 
 std::string checkListen(std::string_view value) {
-  const std::string bad = "must look like [host]:port, e.g. :8080, 127.0.0.1:8080 or [::1]:8080";
-  size_t colon = value.rfind(':');
-  if (colon == std::string_view::npos) return bad;
-  std::string_view host = value.substr(0, colon);
-  std::string_view port = value.substr(colon + 1);
-  if (!host.empty() && host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') return bad;
-  } else if (host.find(':') != std::string_view::npos) {
-    return bad;
-  }
-  for (char c : host)
-    if (isControlOrSpace(c)) return bad;
-  Parsed<int64_t> number = parseInt(port);
-  if (port.empty() || port.front() < '0' || port.front() > '9' || !number.ok() || *number.value > 65535) return bad;
-  return {};
+  if (parseListenAddress(value).ok()) return {};
+  return "must look like [host]:port, e.g. :8080, 127.0.0.1:8080 or [::1]:8080";
 }
 
 // Cookie attribute values are written into Set-Cookie verbatim; a ';' or a
@@ -305,15 +292,6 @@ std::string markdownTable() {
            (secret.default_text.empty() ? std::string("empty") : std::string(secret.default_text)) + " | restart | " +
            markdownCell(secret.help) + " |\n";
   return out;
-}
-
-std::string startupLine(const Config& c) {
-  return "concert " + c.listen + " -> " + c.upstream.raw + " (cap=" + std::to_string(c.cap) +
-         ", max-queue=" + std::to_string(c.max_queue) + ", token-ttl=" + goDurationString(c.token_ttl) +
-         (c.queue_hold > 0 ? ", queue-hold=" + goDurationString(c.queue_hold) : std::string()) +
-         ", asset-cap=" + std::to_string(c.asset_cap) + (c.asset_cap_derived ? " (derived)" : "") +
-         ", asset-user-cap=" + std::to_string(c.asset_user_cap_h1) + " h1 / " + std::to_string(c.asset_user_cap_h2) +
-         " h2)";
 }
 
 }  // namespace concert::config

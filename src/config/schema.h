@@ -78,10 +78,4 @@ std::string valueText(const Setting& setting, const Config& config);
 // The README's configuration table (between the config-table markers).
 std::string markdownTable();
 
-// The original's startup summary, for the master's log:
-//   concert :8080 -> http://127.0.0.1:3000 (cap=500, max-queue=10000,
-//   token-ttl=5m0s, asset-cap=64000 (derived), asset-user-cap=8 h1 / 128 h2)
-// with ", queue-hold=D" after token-ttl when -queue-hold is on.
-std::string startupLine(const Config& config);
-
 }  // namespace concert::config

@@ -1,6 +1,6 @@
 // llhttp wrapper: see parser.h for the phases. llhttp is compiled
-// without LLHTTP_STRICT_MODE by the Debian sources, so the strictness the
-// contract asks for that llhttp leaves out (bare LF, obs-fold, exact
+// without LLHTTP_STRICT_MODE by the Debian sources, so the strictness
+// Concert wants that llhttp leaves out (bare LF, obs-fold, exact
 // "chunked", Host rules, version set) is checked here.
 #include "http/parser.h"
 
@@ -239,7 +239,7 @@ int MessageParser::onMessageComplete(llhttp_t* p) {
 
 bool MessageParser::checkLineEnds(const char* data, size_t len) {
   // llhttp's non-strict build accepts bare LF, obs-fold and runs of spaces in
-  // the request line; the contract refuses all three.
+  // the request line; Concert refuses all three.
   char prev = prev_char_;
   for (size_t i = 0; i < len; ++i) {
     char c = data[i];

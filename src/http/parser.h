@@ -9,7 +9,7 @@
 // before the next message. Pipelined bytes after a message are never
 // consumed by the parser: it pauses at the end of every head and body.
 //
-// Request heads are validated beyond llhttp (contract §4.6): bare LF line
+// Request heads are validated beyond llhttp: bare LF line
 // ends, obs-fold, CL+TE, any Transfer-Encoding other than exactly "chunked",
 // missing or repeated Host on HTTP/1.1, bad target → 400; URI > 8 KiB → 414;
 // header section > 32 KiB → 431; version other than 1.0/1.1 → 505; CONNECT →

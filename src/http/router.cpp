@@ -1,4 +1,4 @@
-// Routing table of the contract (§4.3) over reference §2.1's order:
+// Routing table, in the order the original routes:
 // reserved paths first (exact match only, so "/_room/stats/" is an ordinary
 // page), then -bypass, -assets, -asset-public, then the gated catch-all.
 // A reserved path with a method it does not serve is answered 405 + Allow

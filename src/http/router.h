@@ -1,4 +1,4 @@
-// Routing of a parsed request head, in the contract's order:
+// Routing of a parsed request head, in this order:
 //   reserved paths (/queue/status, /_room/healthz, /_room/stats, /_room/cap)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   -bypass -> proxy, no guard;  -assets -> private asset guard;

@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "config/parse.h"
+
 namespace concert::master {
 namespace {
 
@@ -71,51 +73,16 @@ BoundListener describe(int fd) {
   return BoundListener{fd, addressText(reinterpret_cast<sockaddr*>(&ss))};
 }
 
-bool validPort(const std::string& port) {
-  if (port.empty() || port.size() > 5) return false;
-  for (char c : port)
-    if (c < '0' || c > '9') return false;
-  return std::stoi(port) <= 65535;
-}
-
 }  // namespace
-
-bool parseListenAddress(const std::string& spec, ListenAddress* out, std::string* error) {
-  std::string host, port;
-  if (!spec.empty() && spec.front() == '[') {
-    size_t close_bracket = spec.find(']');
-    if (close_bracket == std::string::npos || close_bracket + 1 >= spec.size() || spec[close_bracket + 1] != ':') {
-      *error = "listen tcp " + spec + ": missing port in address";
-      return false;
-    }
-    host = spec.substr(1, close_bracket - 1);
-    port = spec.substr(close_bracket + 2);
-  } else {
-    size_t colon = spec.rfind(':');
-    if (colon == std::string::npos) {
-      *error = "listen tcp " + spec + ": missing port in address";
-      return false;
-    }
-    host = spec.substr(0, colon);
-    port = spec.substr(colon + 1);
-    if (host.find(':') != std::string::npos) {
-      *error = "listen tcp " + spec + ": too many colons in address";
-      return false;
-    }
-  }
-  if (!validPort(port)) {
-    *error = "listen tcp " + spec + ": invalid port \"" + port + "\"";
-    return false;
-  }
-  out->host = host;
-  out->port = port;
-  return true;
-}
 
 ListenResult bindListeners(const std::string& spec) {
   ListenResult result;
-  ListenAddress address;
-  if (!parseListenAddress(spec, &address, &result.error)) return result;
+  config::Parsed<config::ListenAddress> parsed = config::parseListenAddress(spec);
+  if (!parsed.ok()) {
+    result.error = "listen tcp " + spec + ": " + parsed.error;
+    return result;
+  }
+  const config::ListenAddress& address = *parsed.value;
   uint16_t port = static_cast<uint16_t>(std::stoi(address.port));
   bool family_unsupported = false;
 

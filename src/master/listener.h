@@ -10,11 +10,6 @@
 
 namespace concert::master {
 
-struct ListenAddress {
-  std::string host;  // "" = every address; IPv6 literal without brackets
-  std::string port;  // decimal, "0" = let the kernel choose
-};
-
 struct BoundListener {
   int fd = -1;
   std::string display;  // actual bound address, "127.0.0.1:41234" or "[::]:8080"
@@ -26,10 +21,8 @@ struct ListenResult {
   bool ok() const { return error.empty(); }
 };
 
-// ":8080", "host:port", "[v6]:port". Returns false with `error` on bad syntax.
-bool parseListenAddress(const std::string& spec, ListenAddress* out, std::string* error);
-
-// Binds and listens (SO_REUSEADDR, non-blocking, close-on-exec, large backlog).
+// Binds and listens on `spec`, as config::parseListenAddress splits it
+// (SO_REUSEADDR, non-blocking, close-on-exec, large backlog).
 // ":port" tries one dual-stack [::] socket first and falls back to 0.0.0.0
 // when the host has no IPv6. A host name binds its first resolved address.
 ListenResult bindListeners(const std::string& spec);

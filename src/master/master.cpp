@@ -41,7 +41,6 @@
 #include "master/master.h"
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,24 +92,6 @@ std::string describeExit(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-std::string absolutePath(const std::string& path, const std::string& base) {
-  if (path.empty() || path.front() == '/' || base.empty()) return path;
-  return base + "/" + path;
-}
-
-// A daemon runs in "/", so the file names it uses after detaching (error log
-// reopen, access log opened by each new worker, pid file removal) are made
-// absolute against the directory it was started from.
-config::ConfigPtr withAbsolutePaths(const config::ConfigPtr& config, const std::string& base) {
-  auto copy = std::make_shared<config::Config>(*config);
-  copy->error_log = absolutePath(copy->error_log, base);
-  copy->access_log_file = absolutePath(copy->access_log_file, base);
-  copy->pid_file = absolutePath(copy->pid_file, base);
-  copy->html_file = absolutePath(copy->html_file, base);
-  copy->config_file = absolutePath(copy->config_file, base);
-  return copy;
-}
-
 std::string currentDirectory() {
   char buf[4096];
   return getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
@@ -120,7 +101,7 @@ class Master {
  public:
   Master(config::ConfigPtr config, std::vector<std::string> args, config::Environment env)
       : start_dir_(currentDirectory()),
-        config_(withAbsolutePaths(config, start_dir_)),
+        config_(std::move(config)),
         args_(std::move(args)),
         env_(std::move(env)),
         pid_file_(config_->pid_file) {}
@@ -137,7 +118,7 @@ class Master {
   // -- workers
   void reconcile(Millis now);
   bool spawn(shm::WorkerSlot slot, Millis now);
-  [[noreturn]] void workerChild(shm::WorkerSlot slot);
+  worker::WorkerContext workerContext(shm::WorkerSlot slot) const;
   void reapChildren(Millis now);
   void onWorkerExit(shm::WorkerSlot slot, int status, Millis now);
   void drain(shm::WorkerSlot slot, Millis now, Millis margin);
@@ -248,13 +229,6 @@ bool Master::startUp() {
     return false;
   }
 
-  if (config_->admit_secret.empty()) {
-    auto with_secret = std::make_shared<config::Config>(*config_);
-    with_secret->admit_secret = generateAdmitSecret();
-    with_secret->admit_secret_generated = true;
-    config_ = with_secret;
-  }
-
   shm::Geometry geometry =
       shm::computeGeometry(config_->max_queue, config_->cap, config_->workers, config_->asset_users_max);
   try {
@@ -296,8 +270,7 @@ bool Master::startUp() {
 // when workers switch user: root's verdict says nothing about theirs.
 bool Master::checkAccessLog(const config::Config& config, std::string* error) const {
   if (!config.access_log || config.access_log_file.empty() || run_as_.active) return true;
-  std::string path = absolutePath(config.access_log_file, start_dir_);
-  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  int fd = open(config.access_log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     *error = "-access-log-file " + config.access_log_file + ": " + std::strerror(errno);
     return false;
@@ -451,6 +424,7 @@ void Master::reconcile(Millis now) {
 }
 
 bool Master::spawn(shm::WorkerSlot slot, Millis now) {
+  worker::WorkerContext context = workerContext(slot);
   pid_t pid = fork();
   if (pid < 0) {
     LOG_ERROR("fork worker %u: %s", slot, std::strerror(errno));
@@ -458,7 +432,7 @@ bool Master::spawn(shm::WorkerSlot slot, Millis now) {
     next_spawn_at_ = now + backoff_;
     return false;
   }
-  if (pid == 0) workerChild(slot);
+  if (pid == 0) worker::runWorkerProcess(context);
   WorkerProc& p = procs_[slot];
   p = WorkerProc{};
   p.state = SlotState::Running;
@@ -469,40 +443,18 @@ bool Master::spawn(shm::WorkerSlot slot, Millis now) {
   return true;
 }
 
-void Master::workerChild(shm::WorkerSlot slot) {
-  int status = 1;
-  try {
-    log::setRole("worker " + std::to_string(slot));
-    log::setGeneration(generation_);
-    resetSignalsForChild();
-    if (daemon_ready_fd_ >= 0) close(daemon_ready_fd_);  // the daemon's starter waits for the master only
-    std::string error;
-    if (!dropPrivileges(run_as_, &error)) {
-      LOG_ERROR("%s", error.c_str());
-      _exit(1);
-    }
-    // Drain on our own if the master goes away (set after the credential
-    // change, which clears it); the getppid() check closes the window
-    // between fork and prctl.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != master_pid_) _exit(0);
-    segment_->slots().started(slot, static_cast<int>(getpid()), generation_, 0);
-    worker::WorkerContext context;
-    context.config = config_;
-    context.segment = segment_.get();
-    context.slot = slot;
-    context.generation = generation_;
-    context.master_pid = static_cast<int>(master_pid_);
-    for (const BoundListener& l : listeners_) context.listen_fds.push_back(l.fd);
-    status = worker::runWorker(context);
-  } catch (const std::exception& e) {
-    LOG_ERROR("worker failed: %s", e.what());
-    status = 1;
-  } catch (...) {
-    LOG_ERROR("worker failed: unknown exception");
-    status = 1;
-  }
-  _exit(status);
+worker::WorkerContext Master::workerContext(shm::WorkerSlot slot) const {
+  worker::WorkerContext context;
+  context.config = config_;
+  context.segment = segment_.get();
+  context.slot = slot;
+  context.generation = generation_;
+  context.master_pid = static_cast<int>(master_pid_);
+  for (const BoundListener& l : listeners_) context.listen_fds.push_back(l.fd);
+  // The daemon's starter waits for the master only.
+  if (daemon_ready_fd_ >= 0) context.close_fds.push_back(daemon_ready_fd_);
+  context.drop_privileges = [run_as = run_as_](std::string* error) { return dropPrivileges(run_as, error); };
+  return context;
 }
 
 void Master::drain(shm::WorkerSlot slot, Millis now, Millis margin) {
@@ -615,8 +567,7 @@ void Master::reload(Millis now) {
     return;
   }
   std::vector<std::string> notes;
-  config::ConfigPtr fresh = mergeReloadedConfig(*config_, *withAbsolutePaths(result.config, start_dir_),
-                                                segment_->geometry().worker_slots, &notes);
+  config::ConfigPtr fresh = mergeReloadedConfig(*config_, *result.config, segment_->geometry().worker_slots, &notes);
   for (const std::string& note : notes) LOG_WARN("%s", note.c_str());
   if (fresh->error_log != config_->error_log) {
     if (log::openErrorLog(fresh->error_log)) {

@@ -1,11 +1,6 @@
 // Reload policy (see reload.h).
 #include "master/reload.h"
 
-#include <sys/random.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 
 #include "config/schema.h"
@@ -51,25 +46,6 @@ config::ConfigPtr mergeReloadedConfig(const config::Config& running, const confi
   merged->admit_secret_generated = running.admit_secret_generated;
   merged->admin_token = running.admin_token;
   return merged;
-}
-
-std::string generateAdmitSecret() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0)
-      got += static_cast<size_t>(n);
-    else if (n < 0 && errno != EINTR)
-      std::abort();  // no kernel entropy: nothing safe to sign passes with
-  }
-  std::string hex;
-  char two[3];
-  for (unsigned char b : bytes) {
-    std::snprintf(two, sizeof two, "%02x", b);
-    hex += two;
-  }
-  return hex;
 }
 
 }  // namespace concert::master

@@ -29,7 +29,4 @@ namespace concert::master {
 config::ConfigPtr mergeReloadedConfig(const config::Config& running, const config::Config& fresh, uint32_t worker_slots,
                                       std::vector<std::string>* notes);
 
-// A fresh random admit secret (32 hex characters) for a Config that has none.
-std::string generateAdmitSecret();
-
 }  // namespace concert::master

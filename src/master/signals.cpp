@@ -9,7 +9,6 @@ namespace {
 
 constexpr int kHandled[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGALRM};
 
-sigset_t g_original_mask;
 sigset_t g_wait_mask;
 
 void onSignal(int signo) {
@@ -32,8 +31,7 @@ void installMasterSignals() {
   sigset_t handled;
   sigemptyset(&handled);
   for (int signo : kHandled) sigaddset(&handled, signo);
-  sigprocmask(SIG_BLOCK, &handled, &g_original_mask);
-  g_wait_mask = g_original_mask;
+  sigprocmask(SIG_BLOCK, &handled, &g_wait_mask);
   for (int signo : kHandled) sigdelset(&g_wait_mask, signo);
 
   struct sigaction sa {};
@@ -58,14 +56,6 @@ void armAlarm(long ms) {
   timer.it_value.tv_sec = ms / 1000;
   timer.it_value.tv_usec = (ms % 1000) * 1000;
   setitimer(ITIMER_REAL, &timer, nullptr);
-}
-
-void resetSignalsForChild() {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  for (int signo : kHandled) sigaction(signo, &dfl, nullptr);
-  sigprocmask(SIG_SETMASK, &g_original_mask, nullptr);
 }
 
 }  // namespace concert::master

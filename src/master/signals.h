@@ -19,8 +19,9 @@ struct SignalFlags {
 
 extern SignalFlags g_signals;
 
-// Installs the handlers, blocks the handled signals, ignores SIGPIPE, and
-// remembers the previous mask. Master only, once, before the first fork.
+// Installs the handlers, blocks the handled signals and ignores SIGPIPE.
+// Master only, once, before the first fork; a worker undoes it
+// (worker::runWorkerProcess).
 void installMasterSignals();
 
 // The mask to sleep with in sigsuspend(): the previous mask minus the
@@ -29,10 +30,5 @@ const sigset_t& masterWaitMask();
 
 // Arms a one-shot SIGALRM `ms` from now (at least 1 ms).
 void armAlarm(long ms);
-
-// In a freshly forked worker: default dispositions for the handled signals
-// and the mask the process started with. SIGPIPE stays ignored: a write to a
-// vanished client must be an EPIPE the worker handles, never a crash.
-void resetSignalsForChild();
 
 }  // namespace concert::master

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "config/config.h"
@@ -18,14 +20,21 @@ struct WorkerContext {
   uint32_t generation = 1;
   int master_pid = 0;
   std::vector<int> listen_fds;  // bound and listening, owned by the master
+  std::vector<int> close_fds;   // the master's, closed at once by the worker
+  // Switches to -user; false with `error` when that failed (the worker then
+  // exits instead of serving with the master's credentials).
+  std::function<bool(std::string* error)> drop_privileges;
 };
 
-// The worker process's main: builds its event_base, accepts on listen_fds,
-// serves until told to stop, and returns the process exit status.
+// The worker process's main, called in the child right after fork(); never
+// returns. It sets the worker up (log role and generation, signals, the
+// descriptors it must not keep, credentials, parent-death signal, its slot
+// in the segment), builds its event_base, accepts on listen_fds and serves
+// until told to stop, then exits with the status.
 // Signals: SIGTERM / SIGINT / SIGQUIT = drain (stop accepting, finish in
 // flight up to shutdown-grace, exit 0; 1 if the grace ran out);
 // SIGUSR1 = reopen the access and error logs. The worker exits on its own
 // when the master goes away (parent-death signal and a getppid() check).
-int runWorker(const WorkerContext& context);
+[[noreturn]] void runWorkerProcess(const WorkerContext& context);
 
 }  // namespace concert::worker

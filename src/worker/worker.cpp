@@ -404,29 +404,47 @@ void Worker::stopNow(int status) {
 
 // ------------------------------------------------------------ entry point
 
-int runWorker(const WorkerContext& context) {
-  log::setRole("worker " + std::to_string(context.slot));
-  log::setGeneration(context.generation);
-  // Signal dispositions inherited from the master: the master blocks and
-  // handles its own; a worker handles stop/reopen through the loop and leaves
-  // reload and child reaping to the master.
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGHUP, SIGCHLD, SIGALRM}) sigaddset(&set, sig);
-  sigprocmask(SIG_UNBLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  signal(SIGHUP, SIG_IGN);
-  signal(SIGCHLD, SIG_DFL);
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
+void runWorkerProcess(const WorkerContext& context) {
+  int status = 1;
   try {
+    log::setRole("worker " + std::to_string(context.slot));
+    log::setGeneration(context.generation);
+    // The master's handlers go and what it blocks is unblocked: a worker
+    // handles stop and reopen through its loop and leaves reload and child
+    // reaping to the master. SIGPIPE stays ignored: a write to a vanished
+    // client must be an EPIPE the worker handles, never a crash.
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGALRM, SIGCHLD}) signal(sig, SIG_DFL);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGHUP, SIGCHLD, SIGALRM}) sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    for (int fd : context.close_fds) close(fd);
+    std::string error;
+    if (context.drop_privileges && !context.drop_privileges(&error)) {
+      LOG_ERROR("%s", error.c_str());
+      _exit(1);
+    }
+    // Drain on our own if the master goes away (set after the credential
+    // change, which clears it); the getppid() check closes the window
+    // between fork and prctl.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != context.master_pid) _exit(0);
+    // Only the child can order the reset of its slot's ledger before its own
+    // first acquisition.
+    context.segment->slots().started(context.slot, static_cast<int>(getpid()), context.generation, 0);
     Worker worker(context);
-    int status = worker.run();
+    status = worker.run();
     LOG_INFO("worker exiting with status %d", status);
-    return status;
   } catch (const std::exception& e) {
     LOG_ERROR("worker failed: %s", e.what());
-    return 1;
+    status = 1;
+  } catch (...) {
+    LOG_ERROR("worker failed: unknown exception");
+    status = 1;
   }
+  _exit(status);
 }
 
 }  // namespace concert::worker

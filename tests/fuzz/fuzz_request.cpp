@@ -9,7 +9,7 @@
 //   * both runs agree on every accepted head, every body and every rejection
 //     (split-invariance: what the origin would be sent cannot depend on TCP
 //     segmentation);
-//   * an accepted head obeys contract §4.6: never both Content-Length and
+//   * an accepted head obeys the framing rules: never both Content-Length and
 //     Transfer-Encoding, Transfer-Encoding only as exactly "chunked", a plain
 //     decimal Content-Length, one Host on HTTP/1.1, no CR/LF/NUL in values,
 //     token header names, URI <= 8 KiB, header section <= 32 KiB, origin-form

@@ -4,7 +4,7 @@
 // Every target is a plain function `int fuzzX(const uint8_t*, size_t)` that
 // must never crash, leak or trip a sanitizer, whatever the bytes. Beyond "no
 // crash", each target checks the properties its code promises (round trips,
-// split-invariance, contract §4.6 framing rules) with FUZZ_ASSERT, which
+// split-invariance, the framing rules for request heads) with FUZZ_ASSERT, which
 // aborts so both libFuzzer and the corpus test see a failure with a message.
 // CONCERT_FUZZ_ENTRY(fn) expands to LLVMFuzzerTestOneInput only in the
 // libFuzzer build (-DCONCERT_LIBFUZZER), so the corpus test can link every

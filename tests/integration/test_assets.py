@@ -1,5 +1,4 @@
-"""The asset tier against the real binary with two workers
-(reference-behaviour §2.10, §6.1 TestAssets_*)."""
+"""The asset tier against the real binary with two workers."""
 import base64
 import hashlib
 import hmac

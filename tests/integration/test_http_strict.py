@@ -1,4 +1,4 @@
-"""Hostile and malformed HTTP against the real binary (contract §4.6): every
+"""Hostile and malformed HTTP against the real binary: every
 case gets its status with `Connection: close`, the connection is closed, the
 origin is never contacted and no slot is taken. Slow heads are cut off."""
 import socket

@@ -1,5 +1,4 @@
-"""Ops endpoints against the real binary: /_room/healthz, /_room/stats, POST /_room/cap
-(reference-behaviour §2.7-§2.9, §6.1 TestOps_*; contract §4.8)."""
+"""Ops endpoints against the real binary: /_room/healthz, /_room/stats, POST /_room/cap."""
 import json
 import threading
 import time

@@ -1,5 +1,5 @@
-"""The waiting room against the real binary with two workers
-(reference-behaviour §1-§2.6, §6.1 TestQueue_* and TestGate_*; contract §4.1, §4.4)."""
+"""The waiting room against the real binary with two workers: the queue,
+the gate, the breaker."""
 import base64
 import hashlib
 import hmac
@@ -78,7 +78,7 @@ class RoomTest(unittest.TestCase):
     def concert(self, *args, workers=2, **kw):
         return Concert(["-upstream", self.origin.url] + list(args), workers=workers, **kw)
 
-    # -- TestQueue_*
+    # -- the queue
     def test_browser_gets_waiting_room_html(self):
         with self.concert("-cap", "1") as c:
             threads = fill(c)
@@ -297,7 +297,7 @@ class RoomTest(unittest.TestCase):
             self.assertTrue(wait_for(lambda: "upstream saturated: 1/1 slots" in c.log(), timeout=2))
             self.assertTrue(wait_for(lambda: "draining: 0/1 slots" in c.log(), timeout=2))
 
-    # -- TestGate_*
+    # -- the gate
     def test_gate_issues_pass_on_admitted_page(self):
         with self.concert("-cap", "10", "-admit-ttl", "10m") as c:
             status, headers, _ = c.get("/hello")

@@ -6,7 +6,7 @@ strictly (its own HTTP/1.1 framing, independent of Concert's), and answers
 each complete request with a fixed `200 ok` framed by Content-Length.
 
 Every case sends raw bytes on a fresh client connection and asserts:
-  * the exact status Concert answers (contract §4.6: 400 malformed / both
+  * the exact status Concert answers (400 malformed / both
     CL and TE / conflicting CL / obs-fold, 405 CONNECT, 414, 431, 505; 200 only
     for legitimate requests);
   * what the origin saw: for a request rejected on its head, zero bytes; for

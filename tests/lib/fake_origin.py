@@ -99,15 +99,32 @@ class Handler(BaseHTTPRequestHandler):
             if page:
                 rec.page_in_flight += 1
                 rec.max_page_in_flight = max(rec.max_page_in_flight, rec.page_in_flight)
+        self._counted_page = page
+        self._counted = True
         try:
             self._respond(path, qs, body)
         finally:
-            with rec.lock:
-                rec.in_flight -= 1
-                if page:
-                    rec.page_in_flight -= 1
+            self._finished_work()
+
+    def _finished_work(self):
+        """The request stops counting as in flight: its work is done. A whole
+        response (_send) is done before its first byte is written, as a PHP
+        worker is free once it has handed its output over; the proxy cannot
+        see the end of a response before that write, so a request that
+        arrives after it is never counted as overlapping. Streamed responses
+        count until their last byte. A client that went away changes nothing:
+        the work still runs to its end first."""
+        if not getattr(self, "_counted", False):
+            return
+        self._counted = False
+        rec = self.server.recorder
+        with rec.lock:
+            rec.in_flight -= 1
+            if self._counted_page:
+                rec.page_in_flight -= 1
 
     def _send(self, code, body, ctype="text/plain; charset=utf-8", extra=()):
+        self._finished_work()
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         for k, v in extra:

@@ -397,11 +397,10 @@ TEST_CASE("four processes hammer one segment: caps hold, the FIFO window holds, 
   CHECK(board->violations.load() == 0);
   CHECK(board->fifo_violations.load() == 0);
   CHECK(board->lost.load() == 0);
-  // Known bug: a later ticket's position grows by one when an issue() of an
-  // earlier number was between reserving it and turning it Waiting (see
-  // "a ticket being issued is counted ahead of later tickets" below). A
-  // warning until it is fixed, then a CHECK.
-  WARN(board->position_increases.load() == 0);
+  // A ticket being issued counts ahead of later ones from the moment its
+  // number is taken, so no position ever grows (see "a ticket being issued
+  // is counted ahead of later tickets" below).
+  CHECK(board->position_increases.load() == 0);
   CHECK(board->max_page.load() <= kCap);
   CHECK(board->max_asset.load() <= kAssetCap);
   CHECK(board->max_pass.load() <= kPassCap);
@@ -450,7 +449,7 @@ TEST_CASE("four processes and a janitor with a claim window: missed turns come b
           ", missed turns ", st.missed_turns_total, ", claims refused ", board->claim_failures.load());
   CHECK(board->violations.load() == 0);
   CHECK(board->lost.load() == 0);  // a missed ticket whose holder polls again is returned, never dropped
-  WARN(board->position_increases.load() == 0);  // the same known bug as above
+  CHECK(board->position_increases.load() == 0);
   CHECK(board->max_page.load() <= kCap);
   CHECK(board->max_asset.load() <= kAssetCap);
   CHECK(board->max_pass.load() <= kPassCap);
@@ -748,10 +747,7 @@ TEST_CASE("a worker killed inside issue() leaves its ticket Reserved; reclaim fi
 // claimed, ahead of it meanwhile. Here the issuer is held inside issue(),
 // right where a descheduled worker would be.
 //
-// KNOWN BUG in shm/tickets.cpp, not fixed yet: this case is marked
-// should_fail so the suite stays green; with the fix, drop the decorator
-// and turn the hammers' WARN on position increases into a CHECK.
-TEST_CASE("a ticket being issued is counted ahead of later tickets: positions never grow" * doctest::should_fail()) {
+TEST_CASE("a ticket being issued is counted ahead of later tickets: positions never grow") {
   auto seg = Segment::create(testGeometry(), 1, 1);
   Board* board = makeBoard();
   REQUIRE(seg->pages().tryAcquire(0));  // a request in flight: everyone waits

@@ -1,4 +1,4 @@
-// GET /queue/status: every row of reference-behaviour §2.2, pricing and the
+// GET /queue/status: every ticket state, pricing and the
 // cookie refresh.
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // The loader: sources and precedence, command-line syntax, every validation
-// rule of the original (reference-behaviour §5, TestParseConfig_*), the
-// contract's additions, error formats per source, and derived values.
+// rule of the original, Concert's additional settings, error formats per
+// source, and derived values.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -646,15 +646,4 @@ TEST_CASE("relative file names are made absolute against the starting directory"
   CHECK(c.pid_file == dir.path() + "/run/c.pid");
   CHECK(c.error_log == dir.path() + "/e.log");
   CHECK(c.access_log_file == "/abs/a.log");
-}
-
-TEST_CASE("startupLine summarises the configuration like the original") {
-  LoadResult r = run({"-listen", "127.0.0.1:8080"}, withSecret());
-  CHECK(startupLine(okConfig(r)) ==
-        "concert 127.0.0.1:8080 -> http://127.0.0.1:3000 (cap=500, max-queue=10000, token-ttl=5m0s, "
-        "asset-cap=64000 (derived), asset-user-cap=8 h1 / 128 h2)");
-  LoadResult e = run({"-asset-cap", "7"}, withSecret());
-  CHECK(startupLine(okConfig(e)).find("asset-cap=7, ") != std::string::npos);
-  LoadResult h = run({"-queue-hold", "90s"}, withSecret());
-  CHECK(startupLine(okConfig(h)).find("token-ttl=5m0s, queue-hold=1m30s, asset-cap=") != std::string::npos);
 }

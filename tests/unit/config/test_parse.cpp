@@ -182,6 +182,29 @@ TEST_CASE("upstream URLs fill every Upstream field") {
   CHECK(parseUpstream("ftp://x").error == "invalid -upstream \"ftp://x\": must look like http://host:port");
 }
 
+TEST_CASE("listen addresses split like Go's, with Go's errors") {
+  Parsed<ListenAddress> a = parseListenAddress(":8080");
+  REQUIRE(a.ok());
+  CHECK(a.value->host == "");
+  CHECK(a.value->port == "8080");
+  a = parseListenAddress("[::1]:0");
+  REQUIRE(a.ok());
+  CHECK(a.value->host == "::1");
+  CHECK(a.value->port == "0");
+  CHECK(parseListenAddress("localhost:80").value->host == "localhost");
+
+  CHECK(parseListenAddress("8080").error == "missing port in address");
+  CHECK(parseListenAddress("[::1]").error == "missing port in address");
+  CHECK(parseListenAddress("[::1]]:80").error == "missing port in address");
+  CHECK(parseListenAddress("::1:80").error == "too many colons in address");
+  CHECK(parseListenAddress(":http").error == "invalid port \"http\"");
+  CHECK(parseListenAddress(":65536").error == "invalid port \"65536\"");
+  CHECK(parseListenAddress(":000080").error == "invalid port \"000080\"");
+  CHECK(parseListenAddress(":").error == "invalid port \"\"");
+  CHECK(parseListenAddress("[]:80").error == "empty host in brackets");
+  CHECK(parseListenAddress("a b:80").error == "invalid host \"a b\"");
+}
+
 TEST_CASE("path lists follow the original's rules") {
   PathListParse p = parsePathList(" /favicon.ico , /static/* ,, relative, /robots.txt,");
   REQUIRE(p.errors.empty());

@@ -1,5 +1,5 @@
 // Request and response head parsing through MessageParser: the strictness
-// rules of contract §4.6 and the framing facts the data path relies on.
+// rules for request heads and the framing facts the data path relies on.
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,4 +1,4 @@
-// The routing table (contract §4.3, reference §2.1) and the request header helpers.
+// The routing table and the request header helpers.
 #include <doctest/doctest.h>
 
 #include "config/config.h"
