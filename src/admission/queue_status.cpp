@@ -42,7 +42,8 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
     r.headers.push_back(http::Header{"Retry-After", "1"});
     common::JsonObject body;
     body.add("ready", false);
-    if (view.raw_position > 0) body.add("position", view.raw_position);
+    // A ticket whose turn has come has no position to report.
+    if (view.state == shm::TicketState::Waiting) body.add("position", view.raw_position);
     r.body = body.str();
     return r;
   }

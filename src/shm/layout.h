@@ -170,6 +170,7 @@ class Layout {
   CountedBits waiting;                           // bit i: entry i is Waiting
   CountedBits returned;                          // bit i: entry i is Returned
   CountedBits missed;                            // bit i: entry i is Missed
+  CountedBits out;                               // bit i: entry i left the line (Finished, Missed, Returned)
   std::atomic<uint64_t>* pass_state = nullptr;   // PassState word per entry
   std::atomic<uint64_t>* pass_id = nullptr;      // two words per entry
   std::atomic<int64_t>* pass_last_used = nullptr;

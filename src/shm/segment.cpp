@@ -40,7 +40,7 @@ bool validGeometry(const Geometry& g) {
 }
 
 struct Offsets {
-  size_t slots, entries, cookie_sent, waiting, returned, missed, pass_state, pass_id, pass_last_used, pass_cells, pass_locks,
+  size_t slots, entries, cookie_sent, waiting, returned, missed, out, pass_state, pass_id, pass_last_used, pass_cells, pass_locks,
       total;
 };
 
@@ -58,6 +58,7 @@ Offsets carve(const Geometry& g) {
   o.waiting = take(CountedBits::bytesFor(g.ring_size));
   o.returned = take(CountedBits::bytesFor(g.ring_size));
   o.missed = take(CountedBits::bytesFor(g.ring_size));
+  o.out = take(CountedBits::bytesFor(g.ring_size));
   o.pass_state = take(sizeof(uint64_t) * g.pass_table_size);
   o.pass_id = take(sizeof(uint64_t) * 2 * g.pass_table_size);
   o.pass_last_used = take(sizeof(int64_t) * g.pass_table_size);
@@ -130,6 +131,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.waiting.attach(base + off.waiting, geometry.ring_size);
   l.returned.attach(base + off.returned, geometry.ring_size);
   l.missed.attach(base + off.missed, geometry.ring_size);
+  l.out.attach(base + off.out, geometry.ring_size);
   l.pass_state = reinterpret_cast<std::atomic<uint64_t>*>(base + off.pass_state);
   l.pass_id = reinterpret_cast<std::atomic<uint64_t>*>(base + off.pass_id);
   l.pass_last_used = reinterpret_cast<std::atomic<int64_t>*>(base + off.pass_last_used);

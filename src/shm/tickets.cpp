@@ -45,6 +45,8 @@ void syncBits(Layout& layout, uint32_t index) {
     const bool waiting = s == EntryState::Waiting || s == EntryState::Reserved;
     const bool returned = s == EntryState::Returned;
     const bool missed = s == EntryState::Missed;
+    const bool out = s == EntryState::Finished || missed || returned;
+    if (layout.out.test(index) != out) layout.out.set(index, out);
     if (layout.waiting.test(index) != waiting) layout.waiting.set(index, waiting);
     if (layout.returned.test(index) != returned) layout.returned.set(index, returned);
     if (layout.missed.test(index) != missed) layout.missed.set(index, missed);
@@ -82,11 +84,16 @@ void helpNextTicket(const Layout& layout) {
   }
 }
 
-// Waiting tickets ahead of `ticket` in the line.
+// Tickets ahead of `ticket` in the line (waiting, or still being issued).
+// Counted as the span to L less the entries that left the line: a bit in
+// `out` is only ever set for a number in [L, ticket) (an entry below L is
+// reused only for numbers past `ticket`), so a count read while another
+// process is between a state change and its bit update can only be too
+// high, never lower than an earlier one: a position never grows.
 int64_t waitingAhead(const Layout& layout, uint64_t ticket) {
   const uint64_t low = layout.header->low_water.load(std::memory_order_seq_cst);
   if (ticket <= low) return 0;
-  return static_cast<int64_t>(layout.waiting.circular(low, ticket));
+  return static_cast<int64_t>((ticket - low) - layout.out.circular(low, ticket));
 }
 
 // Can an entry hold ticket `next` now? Its old ticket must be out of the line
@@ -110,8 +117,8 @@ void TicketRing::fillView(uint64_t ticket, uint64_t word, TicketView& view) cons
                          ? free > 0
                          : ahead + static_cast<int64_t>(layout.returned.total()) < free;
   view.state = ready ? TicketState::Ready : TicketState::Waiting;
-  view.raw_position = ready ? 0 : ahead + 1;
-  view.position = view.raw_position;
+  view.raw_position = ahead + 1;
+  view.position = ready ? 0 : view.raw_position;
 }
 
 Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
@@ -360,6 +367,7 @@ int64_t TicketRing::reclaim(WorkerSlot slot) {
   layout.waiting.rebuild();
   layout.returned.rebuild();
   layout.missed.rebuild();
+  layout.out.rebuild();
   advanceLowWater(layout);
   return finished_count;
 }

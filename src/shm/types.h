@@ -71,7 +71,7 @@ enum class TicketState {
 struct TicketView {
   TicketState state = TicketState::Unknown;
   int64_t position = 0;         // Waiting: >= 1
-  int64_t raw_position = 0;     // as position; rate-limited polls report it (0 when ready)
+  int64_t raw_position = 0;     // live visitors ahead + 1, also when ready (position is 0 then)
   bool rate_limited = false;    // poll(): previous accepted poll < 1 s ago
   bool refresh_cookie = false;  // cookies were last sent >= ttl/3 ago (now stamped as sent)
 };
