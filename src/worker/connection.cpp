@@ -128,9 +128,7 @@ void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len
     case Sink::Upstream: {
       Stream* out = c->exchange_.origin();
       if (!out) return;
-      out->writeChunkHeader(len);
-      out->write(data, len);
-      out->write("\r\n", 2);
+      out->writeChunk(data, len);
       break;
     }
     case Sink::Collect:
