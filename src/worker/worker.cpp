@@ -289,6 +289,24 @@ void Worker::recheckParked(bool every_held) {
   held_.walk(every_held, [now](ClientConnection* c) { c->recheckAdmission(now); });
 }
 
+// ------------------------------------------------------------ event streams
+
+void Worker::addStream(ClientConnection* connection, uint64_t ticket) {
+  streams_.file(connection, ticket);
+}
+
+void Worker::removeStream(ClientConnection* connection) {
+  streams_.remove(connection);
+}
+
+// A stream stays filed while its ticket waits and is removed when it ends, so
+// a wake-up's walk ends at the first stream still waiting.
+void Worker::recheckStreams(bool every) {
+  if (streams_.empty()) return;
+  const Millis now = monotonicMs();
+  streams_.walk(every, [now, every](ClientConnection* c) { c->recheckStream(now, every); });
+}
+
 void Worker::onWake(evutil_socket_t fd, short, void* arg) {
   auto* w = static_cast<Worker*>(arg);
   w->context_.segment->slots().wakeConsumed(w->context_.slot);
@@ -296,10 +314,13 @@ void Worker::onWake(evutil_socket_t fd, short, void* arg) {
   if (read(fd, &value, sizeof value) < 0 && errno != EAGAIN && errno != EINTR)
     LOG_WARN("wake-up eventfd: %s", std::strerror(errno));
   w->recheckParked(false);
+  w->recheckStreams(false);
 }
 
 void Worker::onLocalWake(evutil_socket_t, short, void* arg) {
-  static_cast<Worker*>(arg)->recheckParked(false);
+  auto* w = static_cast<Worker*>(arg);
+  w->recheckParked(false);
+  w->recheckStreams(false);
 }
 
 void Worker::onRecheck(evutil_socket_t, short, void* arg) {
@@ -334,6 +355,7 @@ void Worker::onTick(evutil_socket_t, short, void* arg) {
     w->context_.segment->slots().heartbeat(w->context_.slot, monotonicMs());
     w->saturation_.flush(*w->context_.segment, monotonicMs());
   }
+  w->recheckStreams(true);
   if (w->context_.master_pid != 0 && getppid() != w->context_.master_pid && !w->draining_) w->beginDrain("master gone");
 }
 
@@ -358,8 +380,10 @@ void Worker::beginDrain(const char* why) {
   for (ClientConnection* c : all) c->closeIfIdle();
   // Held page requests get the waiting room now rather than being cut off
   // when the grace runs out: the visitor keeps its place through the cookie
-  // (their guards see draining() and answer).
+  // (their guards see draining() and answer). Event streams end now: the
+  // pages reconnect to another worker or fall back to polling.
   recheckParked(true);
+  recheckStreams(true);
   timeval tv = toTimeval(config().shutdown_grace);
   evtimer_add(grace_, &tv);
   pool_->closeIdle();

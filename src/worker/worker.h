@@ -13,6 +13,18 @@
 // waiting room. If this process dies, the master reclaims everything it held
 // from its ledger.
 //
+// Event streams (GET /queue/events, one per waiting page that listens) are
+// kept in ticket order too, apart from everything else. Each open stream is
+// registered as a PageSlot waiter (admission::QueueEvents parks while it is
+// open), so a release or finished ticket in any worker wakes this one; a
+// wake-up rechecks streams in ticket order up to the first one whose ticket
+// still waits (TicketOrder::walk), so an admission writes to the streams that
+// turned ready and rechecks one more, whatever the number of streams. The
+// one-second tick walks every stream: coalesced position updates (at most one
+// per stream every 5 s), keep-alive comments, the ticket kept seen, the
+// cookie-refresh ending. Streams hold no page slot and no other shared
+// resource; draining ends them all at once.
+//
 // Admission (src/admission/) reaches the loop only through the
 // AdmissionContext the worker builds: its SlotWaiters (which owns the slot's
 // shared waiting flags) and its SaturationLog.
@@ -60,6 +72,8 @@ class Worker final : public ConnectionHost {
   bool draining() const override { return draining_; }
   void park(ClientConnection* connection, std::optional<uint64_t> held_ticket) override;
   void unpark(ClientConnection* connection) override;
+  void addStream(ClientConnection* connection, uint64_t ticket) override;
+  void removeStream(ClientConnection* connection) override;
   void connectionClosed(ClientConnection* connection) override;
 
  private:
@@ -82,6 +96,9 @@ class Worker final : public ConnectionHost {
   void recheckParked(bool every_held);
   void hold(ClientConnection* connection, uint64_t ticket);
   void listParked(ClientConnection* connection);
+  // `every`: the tick (every stream) instead of a wake-up (up to the first
+  // stream whose ticket still waits).
+  void recheckStreams(bool every);
   void stopNow(int status);
 
   WorkerContext context_;
@@ -103,6 +120,7 @@ class Worker final : public ConnectionHost {
   std::unordered_set<ClientConnection*> connections_;
   std::list<ClientConnection*> parked_;  // everything parked but held page requests
   TicketOrder held_;                     // held page requests (-queue-hold)
+  TicketOrder streams_;                  // open event streams
   Millis drain_started_ms_ = 0;
   bool stopping_ = false;
   int exit_status_ = 0;
