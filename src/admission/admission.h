@@ -1,12 +1,15 @@
 // The room, the asset tier and the ops endpoints as the data path sees them:
-// factories for per-request guards and the local handlers. Implemented in
-// page_guard.cpp, asset_guard.cpp, queue_status.cpp and ops.cpp; pure logic
+// factories for per-request guards, the local handlers and the waiting page's
+// event stream. Implemented in page_guard.cpp, asset_guard.cpp,
+// queue_status.cpp, queue_events.cpp and ops.cpp; pure logic
 // over the shared segment, no I/O. Every decision the room makes is in this
 // folder; src/worker/ only moves bytes.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "admission/context.h"
 #include "admission/guard.h"
@@ -24,6 +27,80 @@ std::unique_ptr<RequestGuard> makeAssetGuard(const AdmissionContext& context, bo
 
 // GET /queue/status (and OPTIONS -> 204).
 http::LocalResponse handleQueueStatus(const AdmissionContext& context, const http::Request& request, Millis now);
+
+// GET /queue/events: the waiting page learns its turn by push (traffic.md
+// §1.4). One object per stream decides what the stream says; the worker owns
+// the connection, the wire framing, the keep-alive comments, the timers and
+// the order of its streams (worker/worker.h).
+//
+//   open()     Without a usable room_ticket, or for a ticket no longer in
+//              line (admitted, reaped, expired), the answer /queue/status
+//              would give (plain JSON, not a stream). Otherwise the stream's
+//              head (text/event-stream, with the place cookies re-sent) and
+//              its first event: `position` with the /queue/status body of the
+//              waiting ticket, or `ready` if the ticket may take a slot now.
+//   recheck()  On every PageSlot wake-up and every second while the stream
+//              is open. Touches the ticket (seen, so the reaper leaves it; the
+//              poll rate limit is not spent) and says what to send:
+//                Ready    the ticket may take a slot, or left the line
+//                         meanwhile (/queue/status answers {"ready":true} then
+//                         too): the page reloads. The stream ends.
+//                End      the worker drains, or the room_ticket cookie sent
+//                         with the head is due for a refresh (-token-ttl / 3
+//                         after it, as /queue/status refreshes it): the stream
+//                         ends with a retry hint and the browser's EventSource
+//                         reconnects (to another worker when this one drains).
+//                Position the position changed since the last one sent and
+//                         that one went out kPositionEvery ago or more.
+//                None     nothing to say.
+// From open() until the stream ends (or the object goes) it is registered as
+// a PageSlot waiter, and it registers before its first look at the ticket: a
+// release or finished ticket in any worker wakes this one (context.h).
+class QueueEvents {
+ public:
+  static constexpr Millis kPositionEvery = 5'000;
+
+  struct Event {
+    enum class Kind { None, Position, Ready, End };
+    Kind kind = Kind::None;
+    std::string data;  // Position, Ready: the /queue/status body
+
+    bool ends() const { return kind == Kind::Ready || kind == Kind::End; }
+    // As sent on the stream: "event: NAME\ndata: JSON\n\n"; End is the
+    // reconnection hint "retry: MS\n\n"; None is "".
+    std::string text() const;
+  };
+
+  struct Opening {
+    bool stream = false;           // false: `response` is the whole answer
+    http::LocalResponse response;  // stream: status and headers of the head (no body)
+    Event first;                   // stream: Position or Ready
+  };
+
+  explicit QueueEvents(const AdmissionContext& context);
+  ~QueueEvents();
+  QueueEvents(const QueueEvents&) = delete;
+  QueueEvents& operator=(const QueueEvents&) = delete;
+
+  Opening open(const http::Request& request, Millis now);  // once
+  Event recheck(Millis now);                               // None once the stream ended
+  uint64_t ticket() const { return cookie_.ticket; }
+
+ private:
+  Event ended(Event event);
+  Event position(int64_t position, Millis now);
+
+  const AdmissionContext& context_;
+  shm::TicketCookie cookie_;
+  bool parked_ = false;
+  Millis renew_at_ = 0;
+  int64_t position_sent_ = 0;
+  Millis position_sent_at_ = 0;
+};
+
+// A comment line the worker sends on an idle event stream now and then, so
+// that intermediaries do not take it for dead.
+inline constexpr std::string_view kEventStreamKeepAlive = ": keep-alive\n\n";
 
 // GET /_room/healthz, GET /_room/stats, POST /_room/cap (body = request body).
 http::LocalResponse handleHealthz(const AdmissionContext& context, const http::Request& request);

@@ -51,9 +51,14 @@ http::LocalResponse waitingResponse(const config::Config& config, const http::Re
     r.headers.push_back(header("Cache-Control", "no-store"));
     r.body = renderWaitingPage(config, position);
   }
-  r.headers.push_back(header("Set-Cookie", ticketSetCookie(config, encodeTicketCookie(cookie), request.tls)));
-  r.headers.push_back(header("Set-Cookie", probeSetCookie(config, request.tls)));
+  addPlaceCookies(config, request, cookie, r.headers);
   return r;
+}
+
+void addPlaceCookies(const config::Config& config, const http::Request& request, const shm::TicketCookie& cookie,
+                     http::Headers& headers) {
+  headers.push_back(header("Set-Cookie", ticketSetCookie(config, encodeTicketCookie(cookie), request.tls)));
+  headers.push_back(header("Set-Cookie", probeSetCookie(config, request.tls)));
 }
 
 http::LocalResponse roomFullResponse(const config::Config& config, const http::Request& request) {
@@ -89,6 +94,37 @@ http::LocalResponse jsonResponse(int status, std::string body) {
   r.headers.push_back(header("Cache-Control", "no-store"));
   r.body = std::move(body);
   return r;
+}
+
+std::string statusReadyBody() {
+  return common::JsonObject().add("ready", true).str();
+}
+
+std::string statusCookiesRequiredBody() {
+  return common::JsonObject().add("ready", false).add("cookies_required", true).str();
+}
+
+std::string statusWaitingBody(const config::Config& config, const shm::Segment& segment, int64_t position) {
+  common::JsonObject body;
+  body.add("ready", false);
+  if (position != 0) body.add("position", position);
+  double utilization = segment.stats().utilization();
+  if (utilization != 0) body.add("utilization", utilization);
+  if (config.rate > 0) {
+    double rate_per_pos = config.rate + static_cast<double>(segment.tickets().queueDepth()) * config.surge;
+    double skip_cost = position > 1 ? static_cast<double>(position - 1) * rate_per_pos : 0;
+    if (skip_cost != 0) body.add("skip_cost", skip_cost);
+    if (rate_per_pos != 0) body.add("rate_per_pos", rate_per_pos);
+  }
+  return body.str();
+}
+
+std::variant<shm::TicketCookie, http::LocalResponse> statusTicket(const http::Request& request) {
+  std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
+  if (!value) return jsonResponse(200, statusCookiesRequiredBody());
+  std::optional<shm::TicketCookie> cookie = decodeTicketCookie(*value);
+  if (!cookie) return jsonResponse(200, statusReadyBody());
+  return *cookie;
 }
 
 }  // namespace concert::admission

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "config/config.h"
 #include "http/request.h"
@@ -34,6 +35,11 @@ std::string renderWaitingPage(const config::Config& config, int64_t position);
 http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
                                     const shm::TicketCookie& cookie, int64_t position);
 
+// Appends the Set-Cookie headers that keep a visitor's place: room_ticket
+// (Max-Age -token-ttl) and room_probe.
+void addPlaceCookies(const config::Config& config, const http::Request& request, const shm::TicketCookie& cookie,
+                     http::Headers& headers);
+
 // The answer for "no room for you": breaker, ring full, slot-wait timeout.
 // API clients (with -api-json) get 503 JSON, everyone else the small HTML page;
 // both carry Retry-After: -retry-after and Cache-Control: no-store.
@@ -44,5 +50,20 @@ http::LocalResponse emptyResponse(int status, int retry_after = 0);
 
 // A JSON body with Cache-Control: no-store.
 http::LocalResponse jsonResponse(int status, std::string body);
+
+// The bodies of GET /queue/status, which GET /queue/events sends as its
+// events' data. Field order is the original's struct order: ready, position,
+// utilization, skip_cost, rate_per_pos, has_pass, cookies_required; zero
+// values are omitted.
+std::string statusReadyBody();            // {"ready":true}
+std::string statusCookiesRequiredBody();  // {"ready":false,"cookies_required":true}
+// A waiting ticket at `position`: the position, the room's smoothed
+// utilization, and the skip-the-line figures when -rate is set.
+std::string statusWaitingBody(const config::Config& config, const shm::Segment& segment, int64_t position);
+
+// The room_ticket a /queue/status or /queue/events request presents, or the
+// answer both give without a usable one: cookies_required when there is no
+// cookie, {"ready":true} when its value does not decode.
+std::variant<shm::TicketCookie, http::LocalResponse> statusTicket(const http::Request& request);
 
 }  // namespace concert::admission

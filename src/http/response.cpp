@@ -1,7 +1,8 @@
 // Serialisation of responses Concert answers itself. Framing is decided here
 // and nowhere else for local answers: Content-Length always (none for 1xx,
 // 204, 304), HEAD keeps the length but sends no body, Connection: close when
-// the data path will close after writing.
+// the data path will close after writing; a streamed local body (the event
+// stream) is chunked, or delimited by the close for an HTTP/1.0 client.
 #include "http/response.h"
 
 #include <cstdio>
@@ -93,12 +94,14 @@ std::string_view httpDate() {
   return std::string_view(cached, cached_len);
 }
 
-void serializeResponse(const LocalResponse& response, const WireOptions& options, std::string& out) {
-  const int status = response.status;
+namespace {
+
+// The status line and the response's own headers, without the framing ones.
+void appendHead(const LocalResponse& response, std::string& out) {
   out += "HTTP/1.1 ";
-  out += std::to_string(status);
+  out += std::to_string(response.status);
   out += ' ';
-  out += reasonPhrase(status);
+  out += reasonPhrase(response.status);
   out += "\r\n";
   for (const Header& h : response.headers) {
     if (equalsIgnoreCase(h.name, "Content-Length") || equalsIgnoreCase(h.name, "Transfer-Encoding") ||
@@ -109,21 +112,40 @@ void serializeResponse(const LocalResponse& response, const WireOptions& options
     out += h.value;
     out += "\r\n";
   }
+}
+
+void appendDate(std::string& out) {
+  out += "Date: ";
+  out += httpDate();
+  out += "\r\n";
+}
+
+}  // namespace
+
+void serializeResponse(const LocalResponse& response, const WireOptions& options, std::string& out) {
+  const int status = response.status;
+  appendHead(response, out);
   const bool bodiless = status < 200 || status == 204 || status == 304;
   if (!bodiless) {
     out += "Content-Length: ";
     out += std::to_string(response.body.size());
     out += "\r\n";
   }
-  out += "Date: ";
-  out += httpDate();
-  out += "\r\n";
+  appendDate(out);
   if (options.close)
     out += "Connection: close\r\n";
   else if (options.http10_keep_alive)
     out += "Connection: keep-alive\r\n";
   out += "\r\n";
   if (!bodiless && !options.head_request) out += response.body;
+}
+
+void serializeStreamHead(const LocalResponse& response, bool chunked, bool close, std::string& out) {
+  appendHead(response, out);
+  appendDate(out);
+  if (chunked) out += "Transfer-Encoding: chunked\r\n";
+  if (close || !chunked) out += "Connection: close\r\n";
+  out += "\r\n";
 }
 
 }  // namespace concert::http

@@ -35,6 +35,14 @@ struct WireOptions {
 // the data path owns framing.
 void serializeResponse(const LocalResponse& response, const WireOptions& options, std::string& out);
 
+// The head of a response whose body the data path streams for as long as it
+// wants (GET /queue/events): status line, `response.headers` (framing headers
+// ignored as above), Date, Transfer-Encoding: chunked when `chunked` (an
+// HTTP/1.1 client), and Connection: close when `close` or not `chunked` (the
+// body then ends with the connection). No Content-Length; `response.body` is
+// not written.
+void serializeStreamHead(const LocalResponse& response, bool chunked, bool close, std::string& out);
+
 // The current time as an IMF-fixdate ("Mon, 30 Nov 2026 03:10:16 GMT"),
 // formatted at most once per second.
 std::string_view httpDate();

@@ -10,6 +10,7 @@ namespace concert::http {
 namespace {
 
 constexpr std::string_view kQueueStatus = "/queue/status";
+constexpr std::string_view kQueueEvents = "/queue/events";
 constexpr std::string_view kHealthz = "/_room/healthz";
 constexpr std::string_view kStats = "/_room/stats";
 constexpr std::string_view kCap = "/_room/cap";
@@ -24,6 +25,7 @@ bool matchesAny(const config::PathList& rules, std::string_view path) {
 
 std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kQueueStatus) return "GET, HEAD, OPTIONS";
+  if (decoded_path == kQueueEvents) return "GET";
   if (decoded_path == kHealthz || decoded_path == kStats) return "GET, HEAD";
   if (decoded_path == kCap) return "POST";
   return {};
@@ -34,6 +36,8 @@ Route route(const config::Config& config, std::string_view method, std::string_v
     if (method == "GET" || method == "HEAD" || method == "OPTIONS") return Route::QueueStatus;
     return Route::MethodNotAllowed;
   }
+  // A long-lived stream: HEAD would have no body to describe, OPTIONS no use.
+  if (decoded_path == kQueueEvents) return method == "GET" ? Route::QueueEvents : Route::MethodNotAllowed;
   if (decoded_path == kHealthz) return (method == "GET" || method == "HEAD") ? Route::Healthz : Route::MethodNotAllowed;
   if (decoded_path == kStats) return (method == "GET" || method == "HEAD") ? Route::Stats : Route::MethodNotAllowed;
   if (decoded_path == kCap) return method == "POST" ? Route::Cap : Route::MethodNotAllowed;

@@ -1,5 +1,6 @@
 // Routing of a parsed request head, in this order:
-//   reserved paths (/queue/status, /_room/healthz, /_room/stats, /_room/cap)
+//   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
+//   /_room/cap)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   -bypass -> proxy, no guard;  -assets -> private asset guard;
 //   -asset-public -> public asset guard;  everything else -> page admission.
@@ -14,6 +15,7 @@ namespace concert::http {
 
 enum class Route {
   QueueStatus,       // GET or OPTIONS /queue/status
+  QueueEvents,       // GET /queue/events (the waiting page's event stream)
   Healthz,           // GET /_room/healthz
   Stats,             // GET /_room/stats
   Cap,               // POST /_room/cap

@@ -68,6 +68,7 @@ void ClientConnection::onClientRead(Stream&, void* arg) {
       case State::Tunnel: c->exchange_.tunnelPump(); break;
       case State::Lingering: c->client_.consumeAll(); break;
       case State::Parked:
+      case State::EventStream:  // nothing is read from a stream's client but its end
       case State::Closing: break;
     }
   })
@@ -85,6 +86,10 @@ void ClientConnection::onClientWrite(Stream&, void* arg) {
         c->exchange_.clientWritable();
         break;
       case State::Tunnel: c->exchange_.tunnelPump(); break;
+      case State::EventStream:
+        // Between events a stream keeps no buffer memory (10,000 of them wait at once).
+        if (c->client_.pendingOutput() == 0) c->client_.trim();
+        break;
       case State::ReadingHead:
         // The response is out and no byte of the next request is here: an
         // idle keep-alive connection keeps no buffer memory.
@@ -128,9 +133,7 @@ void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len
     case Sink::Upstream: {
       Stream* out = c->exchange_.origin();
       if (!out) return;
-      out->writeChunkHeader(len);
-      out->write(data, len);
-      out->write("\r\n", 2);
+      out->writeChunk(data, len);
       break;
     }
     case Sink::Collect:
@@ -194,7 +197,7 @@ void ClientConnection::dispatch() {
   const config::Config& config = host_.config();
   route_ = http::route(config, request_.method, request_.path);
   log_request_ = !(route_ == http::Route::PrivateAsset || route_ == http::Route::PublicAsset || route_ == http::Route::QueueStatus ||
-                   route_ == http::Route::Healthz);
+                   route_ == http::Route::QueueEvents || route_ == http::Route::Healthz);
   if (request_.content_length > config.max_body) {
     failRequest(413);
     return;
@@ -203,6 +206,7 @@ void ClientConnection::dispatch() {
   const admission::AdmissionContext& ctx = host_.admission();
   switch (route_) {
     case http::Route::QueueStatus: respondLocal(admission::handleQueueStatus(ctx, request_, monotonicMs()), false); return;
+    case http::Route::QueueEvents: openEvents(started_ms_); return;
     case http::Route::Healthz: respondLocal(admission::handleHealthz(ctx, request_), false); return;
     case http::Route::Stats: respondLocal(admission::handleStats(ctx, request_), false); return;
     case http::Route::Cap:
@@ -284,6 +288,65 @@ void ClientConnection::recheckAdmission(Millis now) {
     }
   })
   if (!closed_ && state_ == State::ReadingHead) processInput();
+}
+
+// ------------------------------------------------------------ event streams
+
+void ClientConnection::openEvents(Millis now) {
+  events_ = std::make_unique<admission::QueueEvents>(host_.admission());
+  admission::QueueEvents::Opening opening = events_->open(request_, now);
+  if (!opening.stream) {
+    events_.reset();
+    respondLocal(std::move(opening.response), false);
+    return;
+  }
+  // A request body is never read here: the connection closes after the
+  // stream rather than parse it as the next request.
+  stream_chunked_ = request_.http_minor >= 1;
+  stream_keep_alive_ = stream_chunked_ && request_.keep_alive && body_done_ && !host_.draining();
+  status_ = opening.response.status;
+  scratch_.clear();
+  http::serializeStreamHead(opening.response, stream_chunked_, !stream_keep_alive_, scratch_);
+  client_.write(scratch_);
+  state_ = State::EventStream;
+  streamWrite(opening.first.text(), now);
+  if (opening.first.ends()) {
+    endStream();
+    return;
+  }
+  host_.addStream(this, events_->ticket());
+  if (host_.draining()) recheckStream(now, false);  // ends it at once
+}
+
+void ClientConnection::recheckStream(Millis now, bool tick) {
+  if (closed_ || state_ != State::EventStream) return;
+  CONCERT_CALLBACK_GUARD(this, {
+    admission::QueueEvents::Event event = events_->recheck(now);
+    if (event.kind != admission::QueueEvents::Event::Kind::None)
+      streamWrite(event.text(), now);
+    else if (tick && now - stream_written_ms_ >= kKeepAliveEvery)
+      streamWrite(admission::kEventStreamKeepAlive, now);
+    if (event.ends())
+      endStream();
+    else if (client_.pendingOutput() > kMaxStreamBacklog)
+      close();
+  })
+}
+
+void ClientConnection::streamWrite(std::string_view text, Millis now) {
+  if (stream_chunked_)
+    client_.writeChunk(text);
+  else
+    client_.write(text);
+  bytes_sent_ += text.size();
+  stream_written_ms_ = now;
+}
+
+void ClientConnection::endStream() {
+  host_.removeStream(this);
+  events_.reset();
+  if (stream_chunked_) client_.write("0\r\n\r\n", 5);
+  endRequest(stream_keep_alive_);
 }
 
 // ------------------------------------------------------------ responses
@@ -452,6 +515,8 @@ void ClientConnection::close() {
   releaseGuard();
   logRequest();
   if (state_ == State::Parked) host_.unpark(this);
+  if (state_ == State::EventStream) host_.removeStream(this);
+  events_.reset();
   exchange_.drop();
   if (head_timer_) evtimer_del(head_timer_);
   client_.setCallbacks(nullptr, nullptr, nullptr, nullptr);

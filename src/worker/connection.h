@@ -2,12 +2,21 @@
 //
 //   ReadingHead ──head──▶ (route) ──local──────────────▶ respond ─┐
 //        ▲                   │ guard: Wait ─▶ Parked ─▶ admit()    │
+//        │                   │ /queue/events ─▶ EventStream ─ end ─┤
 //        │                   │ Proceed / bypass                    │
 //        │                   ▼                                     │
 //        │               Proxying ──101──▶ Tunnel                  │
 //        │                   │ response complete                   │
 //        └── keep-alive ◀────┴──────────────────────────◀──────────┘
 //                            └─ close ─▶ Closing (flush) ─▶ Lingering ─▶ freed
+//
+// EventStream: a waiting page's GET /queue/events, answered locally for as
+// long as its ticket waits. admission::QueueEvents says what to send; the
+// connection frames it (chunked for HTTP/1.1, delimited by the close for
+// HTTP/1.0), adds a keep-alive comment after kKeepAliveEvery without a
+// write, and ends the stream (terminating chunk, then keep-alive or close)
+// after `ready`, for a cookie refresh, or on drain. The worker files it by
+// ticket (ConnectionHost::addStream) and calls recheckStream().
 //
 // Requests on one connection are handled strictly one at a time; pipelined
 // bytes wait in the input buffer (bounded by the read watermark). Every way a
@@ -25,7 +34,9 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "admission/admission.h"
 #include "admission/guard.h"
 #include "common/clock.h"
 #include "http/parser.h"
@@ -43,6 +54,8 @@ constexpr Millis kIdleTimeout = 120'000;
 constexpr Millis kLingerTimeout = 2'000;
 constexpr Millis kFlushTimeout = 60'000;  // a closing connection's last bytes
 constexpr size_t kMaxCapBody = 64 * 1024;
+constexpr Millis kKeepAliveEvery = 15'000;  // an event stream's comment line when idle that long
+constexpr size_t kMaxStreamBacklog = 64 * 1024;  // an event stream's client that reads nothing is closed
 
 class ClientConnection final : private OriginExchange::Client {
  public:
@@ -56,6 +69,9 @@ class ClientConnection final : private OriginExchange::Client {
   // Worker-driven.
   bool isParked() const { return state_ == State::Parked && !closed_; }
   void recheckAdmission(Millis now);
+  // An open event stream: ask admission what to send now; `tick` (the
+  // worker's one-second walk) also sends the keep-alive comment when due.
+  void recheckStream(Millis now, bool tick);
   void closeIfIdle();  // drain: close a connection between requests
   void abort();        // grace ran out: release and close now
 
@@ -65,7 +81,7 @@ class ClientConnection final : private OriginExchange::Client {
   bool park_listed = false;
 
  private:
-  enum class State { ReadingHead, Parked, LocalBody, Proxying, Tunnel, Closing, Lingering };
+  enum class State { ReadingHead, Parked, LocalBody, EventStream, Proxying, Tunnel, Closing, Lingering };
   enum class BodyMode { None, Length, Chunked };
   enum class Sink { Discard, Collect, Upstream };
 
@@ -102,6 +118,9 @@ class ClientConnection final : private OriginExchange::Client {
   void startClosing();
   void armHeadTimer(Millis ms);
   void startProxy();
+  void openEvents(Millis now);
+  void streamWrite(std::string_view text, Millis now);
+  void endStream();
 
   ConnectionHost& host_;
   int fd_;
@@ -134,6 +153,12 @@ class ClientConnection final : private OriginExchange::Client {
   bool body_done_ = true;
   bool body_error_ = false;
   std::string collected_;
+
+  // GET /queue/events
+  std::unique_ptr<admission::QueueEvents> events_;
+  bool stream_chunked_ = false;
+  bool stream_keep_alive_ = false;  // after the stream ends
+  Millis stream_written_ms_ = 0;
 
   OriginExchange exchange_;
   std::string scratch_;

@@ -1,6 +1,6 @@
 // What a client connection needs from the worker that accepted it: the loop,
-// the configuration, admission, the origin pool, the access log, parking and
-// the end of the connection. The Worker implements it; a connection never
+// the configuration, admission, the origin pool, the access log, parking, the
+// list of event streams and the end of the connection. The Worker implements it; a connection never
 // sees the rest of the worker.
 #pragma once
 
@@ -32,6 +32,12 @@ class ConnectionHost {
   // returns Wait: a parked request is re-filed when what it waits on changed.
   virtual void park(ClientConnection* connection, std::optional<uint64_t> held_ticket) = 0;
   virtual void unpark(ClientConnection* connection) = 0;
+  // Waiting pages' event streams (GET /queue/events), in ticket order: an
+  // open stream is added once its first event is out and removed when it
+  // ends or its connection closes. The host rechecks them on PageSlot
+  // wake-ups and every second (ClientConnection::recheckStream).
+  virtual void addStream(ClientConnection* connection, uint64_t ticket) = 0;
+  virtual void removeStream(ClientConnection* connection) = 0;
   // The connection is closed; the host frees it on the next loop turn.
   virtual void connectionClosed(ClientConnection* connection) = 0;
 

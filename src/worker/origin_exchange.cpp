@@ -131,9 +131,7 @@ void OriginExchange::onChunk(void* arg, const char* data, size_t len) {
   if (len == 0) return;
   Stream& out = x->client_.clientStream();
   if (x->framing_ == ClientFraming::Chunked) {
-    out.writeChunkHeader(len);
-    out.write(data, len);
-    out.write("\r\n", 2);
+    out.writeChunk(data, len);
   } else {
     out.write(data, len);
   }

@@ -271,6 +271,14 @@ void Stream::writeChunkHeader(size_t len) {
   markDirty();
 }
 
+void Stream::writeChunk(const void* data, size_t len) {
+  if (fd_ < 0 || len == 0) return;
+  out_.appendChunkHeader(len);
+  out_.append(data, len);
+  out_.append("\r\n", 2);
+  markDirty();
+}
+
 void Stream::writeFrom(Stream& source, size_t len) {
   len = std::min(len, source.in_.size());
   write(source.in_.data(), len);

@@ -105,6 +105,8 @@ class Stream {
   void write(const void* data, size_t len);
   void write(std::string_view s) { write(s.data(), s.size()); }
   void writeChunkHeader(size_t len);
+  void writeChunk(const void* data, size_t len);  // "<hex>\r\n" data "\r\n"; nothing when len is 0
+  void writeChunk(std::string_view s) { writeChunk(s.data(), s.size()); }
   void writeFrom(Stream& source, size_t len);  // moves source input to this output
   size_t pendingOutput() const { return out_.size(); }
   // Gives back the memory of empty buffers (an idle keep-alive connection

@@ -227,18 +227,16 @@ void Worker::connectionClosed(ClientConnection* connection) {
 
 void Worker::park(ClientConnection* connection, std::optional<uint64_t> held_ticket) {
   const bool was_empty = parked_.empty() && held_.empty();
-  auto at = held_at_.find(connection);
+  const std::optional<uint64_t> filed = held_.ticketOf(connection);
   if (held_ticket) {
     // Held on a ticket; one already filed under that ticket stays where it is.
-    if (at == held_at_.end() || at->second.first != *held_ticket) hold(connection, *held_ticket);
-  } else if (at != held_at_.end()) {
+    if (filed != held_ticket) hold(connection, *held_ticket);
+  } else if (filed) {
     // Its ticket was claimed: it now waits for a page slot like any other.
-    unhold(connection);
-    connection->park_pos = parked_.insert(parked_.end(), connection);
-    connection->park_listed = true;
+    held_.remove(connection);
+    listParked(connection);
   } else if (!connection->park_listed) {
-    connection->park_pos = parked_.insert(parked_.end(), connection);
-    connection->park_listed = true;
+    listParked(connection);
   }
   if (was_empty) {
     timeval tv = toTimeval(kRecheckMs);
@@ -247,7 +245,7 @@ void Worker::park(ClientConnection* connection, std::optional<uint64_t> held_tic
 }
 
 void Worker::unpark(ClientConnection* connection) {
-  if (held_at_.count(connection) != 0) unhold(connection);
+  held_.remove(connection);
   if (connection->park_listed) {
     parked_.erase(connection->park_pos);
     connection->park_listed = false;
@@ -257,24 +255,26 @@ void Worker::unpark(ClientConnection* connection) {
 
 // Files `connection` (parked, general list or held) as held on `ticket`.
 void Worker::hold(ClientConnection* connection, uint64_t ticket) {
-  if (held_at_.count(connection) != 0) {
-    unhold(connection);
-  } else if (connection->park_listed) {
+  if (connection->park_listed) {
     parked_.erase(connection->park_pos);
     connection->park_listed = false;
   }
-  const HeldKey key(ticket, held_seq_++);
-  held_.emplace(key, connection);
-  held_at_[connection] = key;
+  held_.file(connection, ticket);
 }
 
-void Worker::unhold(ClientConnection* connection) {
-  auto at = held_at_.find(connection);
-  if (at == held_at_.end()) return;
-  held_.erase(at->second);
-  held_at_.erase(at);
+void Worker::listParked(ClientConnection* connection) {
+  connection->park_pos = parked_.insert(parked_.end(), connection);
+  connection->park_listed = true;
 }
 
+// Held page requests are rechecked in ticket order, and a wake-up stops at
+// the first one that stays held on the ticket it was filed under (see
+// ticket_order.h for why no later one can be ready). Claims check the window
+// themselves, so the rule only saves work. The 250 ms timer walks the whole
+// list, which expires hold deadlines past the first waiting ticket and keeps
+// every held ticket touched (seen) for the reaper. A recheck re-files its
+// request itself: answered (unpark), claimed and waiting for a slot (general
+// list), or queued again further back (held under its new ticket).
 void Worker::recheckParked(bool every_held) {
   if (parked_.empty() && held_.empty()) return;
   Millis now = monotonicMs();
@@ -286,32 +286,25 @@ void Worker::recheckParked(bool every_held) {
     for (ClientConnection* c : snapshot)
       if (c->isParked()) c->recheckAdmission(now);
   }
-  recheckHeld(now, every_held);
+  held_.walk(every_held, [now](ClientConnection* c) { c->recheckAdmission(now); });
 }
 
-// Held page requests are rechecked in ticket order, and a wake-up stops at
-// the first one that stays held on the ticket it was filed under. Its ticket
-// is still not ready: fewer than cap unfinished tickets are ahead of a ready
-// one, and every later held ticket has that one (unfinished) ahead of it as
-// well as everything ahead of it, so none of them is ready either. Claims
-// check the window themselves, so the rule only saves work: with n held
-// requests a release costs one recheck, not n. Whatever finishes a ticket
-// afterwards wakes this worker again. The 250 ms timer walks the whole list,
-// which expires hold deadlines past the first waiting ticket and keeps every
-// held ticket touched (seen) for the reaper. A recheck re-files its request
-// itself: answered (unpark), claimed and waiting for a slot (general list),
-// or queued again further back (held under its new ticket).
-void Worker::recheckHeld(Millis now, bool every_held) {
-  auto it = held_.begin();
-  while (it != held_.end()) {
-    const HeldKey key = it->first;
-    ClientConnection* c = it->second;
-    c->recheckAdmission(now);
-    auto at = held_at_.find(c);
-    const bool unchanged = at != held_at_.end() && at->second == key;
-    if (unchanged && !every_held) break;
-    it = held_.upper_bound(key);
-  }
+// ------------------------------------------------------------ event streams
+
+void Worker::addStream(ClientConnection* connection, uint64_t ticket) {
+  streams_.file(connection, ticket);
+}
+
+void Worker::removeStream(ClientConnection* connection) {
+  streams_.remove(connection);
+}
+
+// A stream stays filed while its ticket waits and is removed when it ends, so
+// a wake-up's walk ends at the first stream still waiting.
+void Worker::recheckStreams(bool every) {
+  if (streams_.empty()) return;
+  const Millis now = monotonicMs();
+  streams_.walk(every, [now, every](ClientConnection* c) { c->recheckStream(now, every); });
 }
 
 void Worker::onWake(evutil_socket_t fd, short, void* arg) {
@@ -321,10 +314,13 @@ void Worker::onWake(evutil_socket_t fd, short, void* arg) {
   if (read(fd, &value, sizeof value) < 0 && errno != EAGAIN && errno != EINTR)
     LOG_WARN("wake-up eventfd: %s", std::strerror(errno));
   w->recheckParked(false);
+  w->recheckStreams(false);
 }
 
 void Worker::onLocalWake(evutil_socket_t, short, void* arg) {
-  static_cast<Worker*>(arg)->recheckParked(false);
+  auto* w = static_cast<Worker*>(arg);
+  w->recheckParked(false);
+  w->recheckStreams(false);
 }
 
 void Worker::onRecheck(evutil_socket_t, short, void* arg) {
@@ -359,6 +355,7 @@ void Worker::onTick(evutil_socket_t, short, void* arg) {
     w->context_.segment->slots().heartbeat(w->context_.slot, monotonicMs());
     w->saturation_.flush(*w->context_.segment, monotonicMs());
   }
+  w->recheckStreams(true);
   if (w->context_.master_pid != 0 && getppid() != w->context_.master_pid && !w->draining_) w->beginDrain("master gone");
 }
 
@@ -383,8 +380,10 @@ void Worker::beginDrain(const char* why) {
   for (ClientConnection* c : all) c->closeIfIdle();
   // Held page requests get the waiting room now rather than being cut off
   // when the grace runs out: the visitor keeps its place through the cookie
-  // (their guards see draining() and answer).
+  // (their guards see draining() and answer). Event streams end now: the
+  // pages reconnect to another worker or fall back to polling.
   recheckParked(true);
+  recheckStreams(true);
   timeval tv = toTimeval(config().shutdown_grace);
   evtimer_add(grace_, &tv);
   pool_->closeIdle();

@@ -9,8 +9,21 @@
 // closed, status 1). Parked requests are woken by the slot's eventfd (a
 // release in any worker writes it) and by a 250 ms fallback timer. Page
 // requests held by -queue-hold are kept apart, in ticket order (see
-// recheckHeld); draining answers them at once with the waiting room. If
-// this process dies, the master reclaims everything it held from its ledger.
+// recheckParked and ticket_order.h); draining answers them at once with the
+// waiting room. If this process dies, the master reclaims everything it held
+// from its ledger.
+//
+// Event streams (GET /queue/events, one per waiting page that listens) are
+// kept in ticket order too, apart from everything else. Each open stream is
+// registered as a PageSlot waiter (admission::QueueEvents parks while it is
+// open), so a release or finished ticket in any worker wakes this one; a
+// wake-up rechecks streams in ticket order up to the first one whose ticket
+// still waits (TicketOrder::walk), so an admission writes to the streams that
+// turned ready and rechecks one more, whatever the number of streams. The
+// one-second tick walks every stream: coalesced position updates (at most one
+// per stream every 5 s), keep-alive comments, the ticket kept seen, the
+// cookie-refresh ending. Streams hold no page slot and no other shared
+// resource; draining ends them all at once.
 //
 // Admission (src/admission/) reaches the loop only through the
 // AdmissionContext the worker builds: its SlotWaiters (which owns the slot's
@@ -22,12 +35,9 @@
 
 #include <cstdint>
 #include <list>
-#include <map>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 #include <unordered_set>
-#include <utility>
 #include <vector>
 
 #include "admission/context.h"
@@ -35,6 +45,7 @@
 #include "worker/access_log.h"
 #include "worker/context.h"
 #include "worker/host.h"
+#include "worker/ticket_order.h"
 #include "worker/upstream_pool.h"
 #include "worker/waiters.h"
 
@@ -61,6 +72,8 @@ class Worker final : public ConnectionHost {
   bool draining() const override { return draining_; }
   void park(ClientConnection* connection, std::optional<uint64_t> held_ticket) override;
   void unpark(ClientConnection* connection) override;
+  void addStream(ClientConnection* connection, uint64_t ticket) override;
+  void removeStream(ClientConnection* connection) override;
   void connectionClosed(ClientConnection* connection) override;
 
  private:
@@ -81,9 +94,11 @@ class Worker final : public ConnectionHost {
   // `every_held`: recheck every held request (the timer) instead of stopping
   // at the first one whose ticket is still not ready (a wake-up).
   void recheckParked(bool every_held);
-  void recheckHeld(Millis now, bool every_held);
   void hold(ClientConnection* connection, uint64_t ticket);
-  void unhold(ClientConnection* connection);
+  void listParked(ClientConnection* connection);
+  // `every`: the tick (every stream) instead of a wake-up (up to the first
+  // stream whose ticket still waits).
+  void recheckStreams(bool every);
   void stopNow(int status);
 
   WorkerContext context_;
@@ -104,13 +119,8 @@ class Worker final : public ConnectionHost {
   AccessLog access_log_;
   std::unordered_set<ClientConnection*> connections_;
   std::list<ClientConnection*> parked_;  // everything parked but held page requests
-  // Held page requests by (ticket, park sequence); the sequence tells apart
-  // two requests on one ticket (a cookie shared by two tabs) and a request
-  // from the one parked after it on the same connection.
-  using HeldKey = std::pair<uint64_t, uint64_t>;
-  std::map<HeldKey, ClientConnection*> held_;
-  std::unordered_map<ClientConnection*, HeldKey> held_at_;
-  uint64_t held_seq_ = 0;
+  TicketOrder held_;                     // held page requests (-queue-hold)
+  TicketOrder streams_;                  // open event streams
   Millis drain_started_ms_ = 0;
   bool stopping_ = false;
   int exit_status_ = 0;

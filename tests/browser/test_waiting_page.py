@@ -2,10 +2,16 @@
 Chrome DevTools Protocol with a minimal stdlib websocket client.
 
 1. Room full (cap 1, one parked /slow request): the browser loads / and gets
-   the waiting page with its position; the test frees the slot; the page's own
-   polling notices and reloads, and the browser ends on the origin's "ok".
-2. Cookies refused (Concert sets them for a domain that is not the page's):
-   the page says cookies are required and never polls /queue/status.
+   the waiting page with its position; the test frees the slot; the page's
+   event stream (/queue/events) says `ready`, the page reloads at once, and the
+   browser ends on the origin's "ok". The page never polls.
+   With -token-ttl 30s the stream ends after 10 s for a cookie refresh and
+   the page reconnects to it rather than fall back to polling.
+2. The same without EventSource (taken away before the page's script runs):
+   the page's polling of /queue/status notices and reloads.
+3. Cookies refused (Concert sets them for a domain that is not the page's):
+   the page says cookies are required and neither polls /queue/status nor
+   opens /queue/events.
 
 A screenshot of the waiting page is saved to /tmp/concert-waiting.png.
 """
@@ -187,9 +193,51 @@ class WaitingPageTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: concert.stats()["occupancy"] == 1, timeout=5))
         return t
 
-    def test_waiting_page_admits_by_itself(self):
+    def test_waiting_page_is_told_its_turn_by_push(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
             parked = self.park(c)
+            self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
+            position = wait_for(lambda: self.browser.evaluate(
+                "document.getElementById('position') && document.getElementById('position').textContent"),
+                timeout=10)
+            self.assertEqual(position, "1")
+            self.assertTrue(wait_for(lambda: any(u.endswith("/queue/events") for u in self.browser.requested_urls()),
+                                     timeout=8, interval=0.2))
+            # Longer than one poll interval (3 s + up to 0.5 s): the stream is open, nobody polls.
+            time.sleep(4)
+            self.assertEqual(self.browser.evaluate("document.getElementById('status').className"), "status")
+            self.assertEqual(self.origin.recorder.hits("/"), 0)
+
+            released = time.time()
+            self.origin.release()
+            parked.join(10)
+            body = wait_for(lambda: self.browser.evaluate("document.body ? document.body.innerText : ''") == "ok",
+                            timeout=15, interval=0.1)
+            self.assertTrue(body, "browser did not reach the origin page")
+            self.assertLess(time.time() - released, 10)
+            self.assertEqual(self.origin.recorder.hits("/"), 1)
+            self.assertEqual([u for u in self.browser.requested_urls() if "/queue/status" in u], [])
+            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=5))
+
+    def test_a_renewed_stream_reconnects_instead_of_polling(self):
+        # -token-ttl 30s: the stream ends after 10 s so that its reconnection
+        # fetches a fresh room_ticket cookie; the page keeps listening.
+        with Concert(["-upstream", self.origin.url, "-cap", "1", "-token-ttl", "30s"], workers=2) as c:
+            parked = self.park(c)
+            self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
+            streams = lambda: [u for u in self.browser.requested_urls() if u.endswith("/queue/events")]
+            self.assertTrue(wait_for(lambda: len(streams()) >= 2, timeout=25, interval=0.5), streams())
+            self.assertEqual([u for u in self.browser.requested_urls() if "/queue/status" in u], [])
+            self.origin.release()
+            parked.join(10)
+            self.assertTrue(wait_for(lambda: self.browser.evaluate(
+                "document.body ? document.body.innerText : ''") == "ok", timeout=15, interval=0.1))
+            self.assertEqual(self.origin.recorder.hits("/"), 1)
+
+    def test_waiting_page_polls_without_event_source(self):
+        with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
+            parked = self.park(c)
+            self.browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.EventSource;"})
             self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
             position = wait_for(lambda: self.browser.evaluate(
                 "document.getElementById('position') && document.getElementById('position').textContent"),
@@ -210,6 +258,7 @@ class WaitingPageTest(unittest.TestCase):
                             timeout=15, interval=0.2)
             self.assertTrue(body, "browser did not reach the origin page")
             self.assertEqual(self.origin.recorder.hits("/"), 1)
+            self.assertEqual([u for u in self.browser.requested_urls() if "/queue/events" in u], [])
             self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=5))
 
     def test_cookies_blocked_stops_polling(self):
@@ -230,6 +279,7 @@ class WaitingPageTest(unittest.TestCase):
             time.sleep(4.5)
             polls = [u for u in self.browser.requested_urls() if "/queue/status" in u]
             self.assertEqual(polls, [])
+            self.assertEqual([u for u in self.browser.requested_urls() if "/queue/events" in u], [])
             self.assertEqual(self.origin.recorder.hits("/"), 0)
             self.origin.release()
             parked.join(10)

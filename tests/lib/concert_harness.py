@@ -179,6 +179,15 @@ def headers_all(headers, name):
     return [v for k, v in headers if k.lower() == name.lower()]
 
 
+def set_cookies(headers):
+    """{name: value} of the Set-Cookie headers in an http.client header list."""
+    out = {}
+    for line in headers_all(headers, "Set-Cookie"):
+        name, _, rest = line.partition("=")
+        out[name] = rest.split(";")[0]
+    return out
+
+
 def raw_exchange(port, data, timeout=5, read_until_close=True):
     """Send raw bytes, return everything received until close or timeout."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)

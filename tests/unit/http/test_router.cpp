@@ -32,6 +32,7 @@ TEST_CASE("reserved paths route to local handlers with their methods") {
   CHECK(route(c, "GET", "/queue/status") == Route::QueueStatus);
   CHECK(route(c, "HEAD", "/queue/status") == Route::QueueStatus);
   CHECK(route(c, "OPTIONS", "/queue/status") == Route::QueueStatus);
+  CHECK(route(c, "GET", "/queue/events") == Route::QueueEvents);
   CHECK(route(c, "GET", "/_room/healthz") == Route::Healthz);
   CHECK(route(c, "HEAD", "/_room/healthz") == Route::Healthz);
   CHECK(route(c, "GET", "/_room/stats") == Route::Stats);
@@ -45,10 +46,14 @@ TEST_CASE("a reserved path with another method is 405, with the right Allow") {
   CHECK(route(c, "DELETE", "/_room/healthz") == Route::MethodNotAllowed);
   CHECK(route(c, "GET", "/_room/cap") == Route::MethodNotAllowed);
   CHECK(route(c, "POST", "/queue/status") == Route::MethodNotAllowed);
+  CHECK(route(c, "HEAD", "/queue/events") == Route::MethodNotAllowed);
+  CHECK(route(c, "POST", "/queue/events") == Route::MethodNotAllowed);
+  CHECK(route(c, "OPTIONS", "/queue/events") == Route::MethodNotAllowed);
   CHECK(allowedMethods("/_room/stats") == "GET, HEAD");
   CHECK(allowedMethods("/_room/healthz") == "GET, HEAD");
   CHECK(allowedMethods("/_room/cap") == "POST");
   CHECK(allowedMethods("/queue/status") == "GET, HEAD, OPTIONS");
+  CHECK(allowedMethods("/queue/events") == "GET");
   CHECK(allowedMethods("/other") == "");
 }
 
@@ -59,6 +64,8 @@ TEST_CASE("reserved paths match exactly: trailing slash and subpaths are pages")
   CHECK(route(c, "GET", "/_room/other") == Route::Page);
   CHECK(route(c, "GET", "/_room") == Route::Page);
   CHECK(route(c, "GET", "/queue/status/") == Route::Page);
+  CHECK(route(c, "GET", "/queue/events/") == Route::Page);
+  CHECK(route(c, "GET", "/queue/event") == Route::Page);
   CHECK(route(c, "GET", "/Queue/Status") == Route::Page);
   CHECK(route(c, "GET", "/foo/") == Route::Page);
 }

@@ -87,6 +87,36 @@ TEST_CASE("reason phrases") {
   CHECK(std::string(reasonPhrase(599)) == "");
 }
 
+TEST_CASE("stream heads: chunked for HTTP/1.1, close-delimited otherwise, never a length") {
+  LocalResponse r;
+  r.headers = {{"Content-Type", "text/event-stream"}, {"Content-Length", "5"}, {"Connection", "keep-alive"},
+               {"Transfer-Encoding", "gzip"}, {"Cache-Control", "no-store"}};
+  r.body = "ignored";
+  std::string out;
+  serializeStreamHead(r, true, false, out);
+  CHECK(out.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(hasLine(out, "Content-Type: text/event-stream"));
+  CHECK(hasLine(out, "Cache-Control: no-store"));
+  CHECK(hasLine(out, "Transfer-Encoding: chunked"));
+  CHECK_FALSE(hasLine(out, "Transfer-Encoding: gzip"));
+  CHECK(hasName(out, "Date"));
+  CHECK_FALSE(hasName(out, "Content-Length"));
+  CHECK_FALSE(hasName(out, "Connection"));
+  CHECK(out.substr(out.size() - 4) == "\r\n\r\n");
+
+  out.clear();
+  serializeStreamHead(r, true, true, out);
+  CHECK(hasLine(out, "Transfer-Encoding: chunked"));
+  CHECK(hasLine(out, "Connection: close"));
+
+  out.clear();
+  serializeStreamHead(r, false, false, out);
+  CHECK(hasLine(out, "Connection: close"));
+  CHECK_FALSE(hasName(out, "Transfer-Encoding"));
+  CHECK_FALSE(hasName(out, "Content-Length"));
+  CHECK(out.substr(out.size() - 4) == "\r\n\r\n");
+}
+
 TEST_CASE("local responses: length, date, connection, HEAD") {
   LocalResponse r = plainText(200, "ok");
   r.headers.push_back({"Content-Length", "999"});  // ignored: framing is the serialiser's
