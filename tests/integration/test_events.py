@@ -367,9 +367,15 @@ class EventsTest(unittest.TestCase):
                 self.assertEqual(extra.replace(b": keep-alive\n\n", b""), b"", (k, extra))
             holder.join(10)
 
-            # Later, coalesced: each of the others learns its new place once.
+            # The first visitor takes its turn: it leaves the line, and each of
+            # the others learns its new place once, coalesced.
+            status, _, _ = c.get("/", {"Cookie": "room_ticket=" + tickets[0]})
+            self.assertEqual(status, 200)
             pump_all(streams[1:], 7.0)
-            for k, s in enumerate(streams[1:], 1):
+            # Its request is short: the slot frees again and the next one's
+            # turn comes (ready, no new position).
+            self.assertEqual([i[2] for i in streams[1].events()], ["position", "ready"])
+            for k, s in enumerate(streams[2:], 2):
                 positions = s.events("position")
                 self.assertEqual(len(positions), 2, (k, s.items))
                 self.assertIn('"position":%d,' % k, positions[1][3])

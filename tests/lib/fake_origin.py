@@ -64,7 +64,7 @@ class Handler(BaseHTTPRequestHandler):
     def setup(self):
         # Headers and body go out in two writes: with Nagle on, the body waits
         # for the proxy's delayed ACK (about 40 ms a response).
-        self.disable_nagle_algorithm = self.server.nodelay
+        self.disable_nagle_algorithm = getattr(self.server, "nodelay", False)
         super().setup()
 
     def log_message(self, *args):
