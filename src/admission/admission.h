@@ -50,8 +50,10 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
 //                         after it, as /queue/status refreshes it): the stream
 //                         ends with a retry hint and the browser's EventSource
 //                         reconnects (to another worker when this one drains).
-//                Position the position changed since the last one sent and
-//                         that one went out kPositionEvery ago or more.
+//                Position the position changed since the last one sent, that
+//                         one went out kPositionEvery ago or more, and the
+//                         caller lets it go now (`may_send_position`: the
+//                         worker spreads a burst of updates over a few ticks).
 //                None     nothing to say.
 // From open() until the stream ends (or the object goes) it is registered as
 // a PageSlot waiter, and it registers before its first look at the ticket: a
@@ -83,7 +85,7 @@ class QueueEvents {
   QueueEvents& operator=(const QueueEvents&) = delete;
 
   Opening open(const http::Request& request, Millis now);  // once
-  Event recheck(Millis now);                               // None once the stream ended
+  Event recheck(Millis now, bool may_send_position = true);  // None once the stream ended
   uint64_t ticket() const { return cookie_.ticket; }
 
  private:

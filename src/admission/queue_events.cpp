@@ -9,7 +9,8 @@
 // such recheck beyond the streams that turned ready, and one write per
 // stream that turned ready. Position changes are coalesced per stream: at
 // most one `position` event every kPositionEvery, sent by the worker's
-// one-second walk, however many admissions moved the line meanwhile.
+// one-second walk, however many admissions moved the line meanwhile; the
+// walk caps how many go out in one tick (worker.cpp, recheckStreams).
 #include <variant>
 
 #include "admission/admission.h"
@@ -74,12 +75,13 @@ QueueEvents::Opening QueueEvents::open(const http::Request& request, Millis now)
   return opening;
 }
 
-QueueEvents::Event QueueEvents::recheck(Millis now) {
+QueueEvents::Event QueueEvents::recheck(Millis now, bool may_send_position) {
   if (!parked_) return {};
   shm::TicketView view = context_.segment->tickets().touch(cookie_, now, context_.config->token_ttl);
   if (view.state != shm::TicketState::Waiting) return ended(Event{Event::Kind::Ready, statusReadyBody()});
   if (context_.waiters->draining() || now >= renew_at_) return ended(Event{Event::Kind::End, {}});
-  if (view.position != position_sent_ && now - position_sent_at_ >= kPositionEvery) return position(view.position, now);
+  if (may_send_position && view.position != position_sent_ && now - position_sent_at_ >= kPositionEvery)
+    return position(view.position, now);
   return {};
 }
 

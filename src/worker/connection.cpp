@@ -318,10 +318,12 @@ void ClientConnection::openEvents(Millis now) {
   if (host_.draining()) recheckStream(now, false);  // ends it at once
 }
 
-void ClientConnection::recheckStream(Millis now, bool tick) {
-  if (closed_ || state_ != State::EventStream) return;
+bool ClientConnection::recheckStream(Millis now, bool tick, bool may_send_position) {
+  if (closed_ || state_ != State::EventStream) return false;
+  bool position = false;
   CONCERT_CALLBACK_GUARD(this, {
-    admission::QueueEvents::Event event = events_->recheck(now);
+    admission::QueueEvents::Event event = events_->recheck(now, may_send_position);
+    position = event.kind == admission::QueueEvents::Event::Kind::Position;
     if (event.kind != admission::QueueEvents::Event::Kind::None)
       streamWrite(event.text(), now);
     else if (tick && now - stream_written_ms_ >= kKeepAliveEvery)
@@ -331,6 +333,7 @@ void ClientConnection::recheckStream(Millis now, bool tick) {
     else if (client_.pendingOutput() > kMaxStreamBacklog)
       close();
   })
+  return position;
 }
 
 void ClientConnection::streamWrite(std::string_view text, Millis now) {

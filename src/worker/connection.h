@@ -71,7 +71,9 @@ class ClientConnection final : private OriginExchange::Client {
   void recheckAdmission(Millis now);
   // An open event stream: ask admission what to send now; `tick` (the
   // worker's one-second walk) also sends the keep-alive comment when due.
-  void recheckStream(Millis now, bool tick);
+  // True when a position event went out (`may_send_position`: the walk's
+  // per-tick allowance is not used up).
+  bool recheckStream(Millis now, bool tick, bool may_send_position = true);
   void closeIfIdle();  // drain: close a connection between requests
   void abort();        // grace ran out: release and close now
 

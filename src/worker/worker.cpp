@@ -300,11 +300,19 @@ void Worker::removeStream(ClientConnection* connection) {
 }
 
 // A stream stays filed while its ticket waits and is removed when it ends, so
-// a wake-up's walk ends at the first stream still waiting.
+// a wake-up's walk ends at the first stream still waiting. The tick walks them
+// all and lets at most a quarter of them (and one) send a position update:
+// when every position changes at once (one admission after a stall moves the
+// whole line) the writes spread over four or five ticks instead of stalling
+// one, and as a stream that got one is not due again for 5 s, those passed
+// over go first on the next tick.
 void Worker::recheckStreams(bool every) {
   if (streams_.empty()) return;
   const Millis now = monotonicMs();
-  streams_.walk(every, [now, every](ClientConnection* c) { c->recheckStream(now, every); });
+  size_t positions = every ? streams_.size() / 4 + 1 : SIZE_MAX;
+  streams_.walk(every, [&](ClientConnection* c) {
+    if (c->recheckStream(now, every, positions > 0)) --positions;
+  });
 }
 
 void Worker::onWake(evutil_socket_t fd, short, void* arg) {

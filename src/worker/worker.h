@@ -21,8 +21,8 @@
 // still waits (TicketOrder::walk), so an admission writes to the streams that
 // turned ready and rechecks one more, whatever the number of streams. The
 // one-second tick walks every stream: coalesced position updates (at most one
-// per stream every 5 s), keep-alive comments, the ticket kept seen, the
-// cookie-refresh ending. Streams hold no page slot and no other shared
+// per stream every 5 s, and to at most a quarter of the streams per tick),
+// keep-alive comments, the ticket kept seen, the cookie-refresh ending. Streams hold no page slot and no other shared
 // resource; draining ends them all at once.
 //
 // Admission (src/admission/) reaches the loop only through the

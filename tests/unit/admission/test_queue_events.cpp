@@ -3,7 +3,7 @@
 // match /queue/status; the first event carries /queue/status's body; rechecks
 // touch the ticket without spending the poll rate limit, say `ready` once the
 // ticket may take a slot (or left the line), send a changed position at most
-// once every 5 s, end the stream for a cookie refresh or a drain, and keep
+// once every 5 s (and only when the caller lets it), end the stream for a cookie refresh or a drain, and keep
 // the slot registered as a PageSlot waiter exactly while the stream is open.
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -165,6 +165,7 @@ TEST_CASE("events: a changed position goes out at most once every 5 s") {
   CHECK(handleQueueStatus(room.ctx(), statusRequest(c), 11'500).status == 200);
   // c moved to 2, but the last event went out less than 5 s ago.
   CHECK(events.recheck(14'999).kind == Kind::None);
+  CHECK(events.recheck(15'000, false).kind == Kind::None);  // the worker's per-tick allowance is used up
   QueueEvents::Event moved = events.recheck(15'000);
   CHECK(moved.kind == Kind::Position);
   CHECK(moved.data == statusWaitingBody(*room.config, *room.segment, 2));
