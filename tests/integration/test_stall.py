@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import unittest
@@ -447,6 +448,9 @@ class StallTest(unittest.TestCase):
             streams = sum(1 for v in visitors if v.events_used)
             self.assertFalse(missing, "not admitted within 40 s: %s" % missing)
             self.assertEqual(len(done), n)
+            sys.stderr.write("browsers: N=%d C=%d S=%.1f s: last admitted after %.2f s (ideal N*S/C %.2f s, "
+                             "bound %.2f s), %d used /queue/events\n" % (n, cap, s, done[-1], n * s / cap, bound,
+                                                                          streams))
             self.assertLessEqual(done[-1], bound, "last of %d browsers admitted after %.1f s, bound %.1f s "
                                                   "(1.25 x N*S/C + 2 s); %d used /queue/events; admissions at %s" % (
                                                       n, done[-1], bound, streams,
