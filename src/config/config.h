@@ -13,7 +13,7 @@
 
 namespace concert::config {
 
-// One entry of a path list (-bypass, -assets, -asset-public).
+// One entry of a path list (-bypass, -assets, -asset-public, -long-lived).
 // "/static/*" is a prefix rule for "/static/" (matches "/static/x", not
 // "/static"); anything else matches the whole decoded path exactly.
 struct PathRule {
@@ -46,10 +46,17 @@ struct Config {
   std::string access_log_file;  // "" = stdout
   Millis shutdown_grace = 30'000;
   int64_t max_body = 64LL << 20;
+  int32_t max_connections = 10000;  // per worker
+  Millis client_header_timeout = 10'000;
+  Millis client_body_timeout = 30'000;
+  Millis send_timeout = 60'000;
+  Millis keepalive_timeout = 75'000;
+  Millis tunnel_timeout = 3'600'000;
 
   // -- origin
   Upstream upstream;
   Millis upstream_timeout = 30'000;
+  Millis upstream_read_timeout = 60'000;
   bool preserve_host = true;
 
   // -- waiting room
@@ -61,6 +68,8 @@ struct Config {
   Millis claim_window = 10'000;      // a turn not taken within this stops holding the line
   Millis first_poll_grace = 15'000;  // a ticket never seen again is abandoned after this
   Millis busy_poll = 0;        // 0 = a worker with nothing to do sleeps in epoll_wait at once
+  PathList long_lived;  // WebSocket / event-stream paths
+  int32_t long_lived_cap = 10000;
   bool secure_cookie = false;
   std::string cookie_path = "/";
   std::string cookie_domain;

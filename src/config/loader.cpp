@@ -413,7 +413,7 @@ void readYamlFile(const std::string& path, std::vector<std::optional<Offer>>& of
 }
 
 // Rejects a rule listed twice, or one rule under another's prefix, across
-// -bypass, -assets and -asset-public (and within one of them): the router
+// -bypass, -assets, -asset-public and -long-lived (and within one of them): the router
 // would otherwise have to pick one silently.
 void checkPathConflicts(const Config& config, const std::vector<std::string>& labels,
                         std::vector<std::string>& errors) {
@@ -422,7 +422,8 @@ void checkPathConflicts(const Config& config, const std::vector<std::string>& la
     std::string_view list;
   };
   const std::pair<const PathList*, std::string_view> lists[] = {
-      {&config.bypass, "bypass"}, {&config.assets, "assets"}, {&config.asset_public, "asset-public"}};
+      {&config.bypass, "bypass"}, {&config.assets, "assets"}, {&config.asset_public, "asset-public"},
+      {&config.long_lived, "long-lived"}};
   std::vector<Listed> seen;
   for (const auto& [list, name] : lists) {
     const std::string& label = labels[static_cast<size_t>(findSetting(name) - settings().data())];

@@ -1,6 +1,7 @@
 // Routing table, in the order the original routes:
 // reserved paths first (exact match only, so "/_room/stats/" is an ordinary
-// page), then -bypass, -assets, -asset-public, then the gated catch-all.
+// page), then -bypass, -assets, -asset-public, -long-lived, then the gated
+// catch-all.
 // A reserved path with a method it does not serve is answered 405 + Allow
 // instead of being proxied (deliberate improvement over the original).
 #include "http/router.h"
@@ -44,6 +45,7 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;
   if (matchesAny(config.asset_public, decoded_path)) return Route::PublicAsset;
+  if (matchesAny(config.long_lived, decoded_path)) return Route::LongLived;
   return Route::Page;
 }
 

@@ -3,7 +3,9 @@
 //   /_room/cap)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   -bypass -> proxy, no guard;  -assets -> private asset guard;
-//   -asset-public -> public asset guard;  everything else -> page admission.
+//   -asset-public -> public asset guard;  -long-lived -> page admission, then
+//   the long-lived cap once the origin's tunnel or event stream opens;
+//   everything else -> page admission.
 // Matching uses the decoded path; the query is ignored.
 #pragma once
 
@@ -23,6 +25,7 @@ enum class Route {
   Bypass,
   PrivateAsset,
   PublicAsset,
+  LongLived,  // -long-lived: a page whose slot is returned once its tunnel or stream opens
   Page,
 };
 

@@ -32,7 +32,15 @@
   X(WorkerRestartsTotal, worker_restarts_total)              \
   X(SlotsReclaimedTotal, slots_reclaimed_total)             \
   X(MissedTurnsTotal, missed_turns_total)                    \
-  X(GhostEvictedTotal, ghost_evicted_total)
+  X(GhostEvictedTotal, ghost_evicted_total)                  \
+  X(ConnectionsRefusedTotal, connections_refused_total)      \
+  X(LongLivedRefusedTotal, long_lived_refused_total)         \
+  X(TimeoutsClientHeaderTotal, timeouts_client_header_total) \
+  X(TimeoutsClientBodyTotal, timeouts_client_body_total)     \
+  X(TimeoutsSendTotal, timeouts_send_total)                  \
+  X(TimeoutsKeepaliveTotal, timeouts_keepalive_total)        \
+  X(TimeoutsUpstreamReadTotal, timeouts_upstream_read_total) \
+  X(TimeoutsTunnelTotal, timeouts_tunnel_total)
 
 namespace concert::shm {
 

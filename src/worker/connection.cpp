@@ -239,6 +239,7 @@ void ClientConnection::dispatch() {
       guard_ = admission::makeAssetGuard(ctx, route_ == http::Route::PrivateAsset);
       runGuard(monotonicMs());
       return;
+    case http::Route::LongLived:
     case http::Route::Page:
       guard_ = admission::makePageGuard(ctx);
       runGuard(monotonicMs());

@@ -142,6 +142,7 @@ TEST_CASE("every setting is read from its environment variable") {
     if (s.type == ValueType::Int) value = std::to_string(s.min == std::numeric_limits<int32_t>::min() ? 9 : s.max);
     if (s.type == ValueType::Bool) value = s.default_text == "true" ? "false" : "true";
     if (s.type == ValueType::Duration) value = s.max < 3'600'000 ? "500ms" : "1h";  // in range, not the default
+    if (s.type == ValueType::Duration && value == s.default_text) value = "2h";
     if (s.type == ValueType::String) continue;  // covered by the cases below and the error-format tests
     if (s.type == ValueType::Url) value = "http://10.0.0.1:81";
     if (s.type == ValueType::PathList) value = "/env-" + std::string(s.name);

@@ -110,6 +110,15 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"claim-window", "CONCERT_CLAIM_WINDOW"},
       {"first-poll-grace", "CONCERT_FIRST_POLL_GRACE"},
       {"busy-poll", "CONCERT_BUSY_POLL"},
+      {"max-connections", "CONCERT_MAX_CONNECTIONS"},
+      {"client-header-timeout", "CONCERT_CLIENT_HEADER_TIMEOUT"},
+      {"client-body-timeout", "CONCERT_CLIENT_BODY_TIMEOUT"},
+      {"send-timeout", "CONCERT_SEND_TIMEOUT"},
+      {"keepalive-timeout", "CONCERT_KEEPALIVE_TIMEOUT"},
+      {"tunnel-timeout", "CONCERT_TUNNEL_TIMEOUT"},
+      {"upstream-read-timeout", "CONCERT_UPSTREAM_READ_TIMEOUT"},
+      {"long-lived", "CONCERT_LONG_LIVED"},
+      {"long-lived-cap", "CONCERT_LONG_LIVED_CAP"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;
