@@ -54,6 +54,8 @@ http::LocalResponse handleStats(const AdmissionContext& context, const http::Req
       {"cap", int64_t{s.cap}},
       {"generation", uint64_t{s.generation}},
       {"live_queue_depth", s.live_queue_depth},
+      {"long_lived_cap", int64_t{s.long_lived_cap}},
+      {"long_lived_in_use", s.long_lived_in_use},
       {"max_queue_depth", config.max_queue},
       {"occupancy", s.occupancy},
       {"queue_depth", s.queue_depth},

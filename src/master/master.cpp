@@ -42,6 +42,7 @@
 
 #include <fcntl.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,29 @@
 
 namespace concert::master {
 namespace {
+
+// Each worker may hold -max-connections client sockets and as many origin
+// sockets, plus its listeners, eventfds and logs. The soft open-file limit
+// (inherited by the workers) is raised to fit, up to the hard limit, as
+// nginx's worker_rlimit_nofile would be set by hand; a hard limit too low
+// for the setting is logged once per start or reload.
+void raiseFileLimit(const config::Config& config) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(config.max_connections) * 2 + 256;
+  if (limit.rlim_cur >= want) return;
+  const rlim_t raised = limit.rlim_max == RLIM_INFINITY ? want : std::min(want, limit.rlim_max);
+  if (raised > limit.rlim_cur) {
+    rlimit next = limit;
+    next.rlim_cur = raised;
+    if (setrlimit(RLIMIT_NOFILE, &next) == 0) limit.rlim_cur = raised;
+  }
+  if (limit.rlim_cur < want)
+    LOG_WARN("open-file limit %llu is below what -max-connections %d needs (%llu); connections beyond it are "
+             "refused (raise LimitNOFILE / ulimit -n)",
+             static_cast<unsigned long long>(limit.rlim_cur), config.max_connections,
+             static_cast<unsigned long long>(want));
+}
 
 constexpr Millis kJanitorTick = 1'000;
 constexpr Millis kHeartbeatTimeout = 30'000;
@@ -232,7 +256,7 @@ bool Master::startUp() {
   shm::Geometry geometry =
       shm::computeGeometry(config_->max_queue, config_->cap, config_->workers, config_->asset_users_max);
   try {
-    segment_ = shm::Segment::create(geometry, config_->cap, config_->asset_cap);
+    segment_ = shm::Segment::create(geometry, config_->cap, config_->asset_cap, config_->long_lived_cap);
   } catch (const std::exception& e) {
     startupError(std::string("shared memory: ") + e.what());
     return false;
@@ -244,6 +268,7 @@ bool Master::startUp() {
   segment_->pages().setConfiguredCap(config_->cap);
   segment_->stats().setGeneration(generation_);
   procs_.assign(segment_->geometry().worker_slots, WorkerProc{});
+  raiseFileLimit(*config_);
 
   installMasterSignals();
 
@@ -491,10 +516,12 @@ void Master::onWorkerExit(shm::WorkerSlot slot, int status, Millis now) {
   bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::string what = describeExit(status);
   auto level = expected && clean ? log::Level::Info : log::Level::Warn;
-  log::write(level, "worker %u (pid %d) %s; reclaimed %lld page slots, %lld tickets, %lld asset slots, %lld pass holds",
+  log::write(level,
+             "worker %u (pid %d) %s; reclaimed %lld page slots, %lld tickets, %lld asset slots, %lld pass holds, "
+             "%lld long-lived connections",
              slot, static_cast<int>(p.pid), what.c_str(), static_cast<long long>(r.page_slots),
              static_cast<long long>(r.tickets_finished), static_cast<long long>(r.asset_slots),
-             static_cast<long long>(r.pass_holds));
+             static_cast<long long>(r.pass_holds), static_cast<long long>(r.long_lived_slots));
 
   if (stopping_) {
     if (!clean) exit_code_ = 1;
@@ -587,6 +614,8 @@ void Master::reload(Millis now) {
   }
   config_ = fresh;
   ++generation_;
+  raiseFileLimit(*config_);
+  segment_->setLongLivedCap(fresh->long_lived_cap);
   segment_->stats().setGeneration(generation_);
   segment_->stats().count(shm::Counter::ReloadsTotal);
   log::setGeneration(generation_);

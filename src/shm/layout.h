@@ -14,9 +14,9 @@
 // Word by word, who writes (each subsystem's file says more):
 //   Header      master at create; page_cap / configured cap / generation by
 //               the master (and POST /_room/cap from any worker); asset_cap
-//               only at create; next_ticket, low_water, utilization and
+//               only at create; long_lived_cap by the master; next_ticket, low_water, utilization and
 //               counters by everyone.
-//   SlotRecord  page / asset counters: only the slot's own worker (and the
+//   SlotRecord  page / asset / long-lived counters: only the slot's own worker (and the
 //               master in reclaim, after the worker is dead); pid, generation:
 //               master; heartbeat: the worker; waiting mask: the worker.
 //   TicketEntry state word by CAS from anyone (issuer, claimer, finisher,
@@ -44,7 +44,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 2;
+constexpr uint32_t kLayoutVersion = 3;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -132,6 +132,7 @@ struct alignas(64) Header {
   uint32_t worker_slots;
   uint32_t pass_table_size;
   std::atomic<int64_t> asset_cap;  // fixed after create
+  std::atomic<int64_t> long_lived_cap;  // set at create and by the master on reload
   std::atomic<int64_t> page_cap;
   std::atomic<int64_t> configured_page_cap;
   std::atomic<uint32_t> generation;
@@ -146,6 +147,7 @@ struct alignas(64) Header {
 struct alignas(64) SlotRecord {
   alignas(64) std::atomic<int64_t> page;
   alignas(64) std::atomic<int64_t> asset;
+  alignas(64) std::atomic<int64_t> long_lived;
   alignas(64) std::atomic<int64_t> pid;
   std::atomic<int64_t> heartbeat;
   std::atomic<uint32_t> generation;

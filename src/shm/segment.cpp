@@ -105,15 +105,18 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       pages_(mapping_->layout, slots_),
       assets_(mapping_->layout, slots_, &SlotRecord::asset, &mapping_->layout.header->asset_cap, Resource::AssetSlot,
               nullptr, "asset"),
+      long_lived_(mapping_->layout, slots_, &SlotRecord::long_lived, &mapping_->layout.header->long_lived_cap,
+                  Resource::LongLivedSlot, nullptr, "long-lived"),
       tickets_(mapping_->layout, slots_, pages_),
       passes_(mapping_->layout, slots_),
-      stats_(mapping_->layout, tickets_, pages_, assets_, passes_, slots_) {}
+      stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, slots_) {}
 
 Segment::~Segment() = default;
 
-std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_cap, int32_t asset_cap) {
+std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_cap, int32_t asset_cap,
+                                         int32_t long_lived_cap) {
   if (!validGeometry(geometry)) throw std::invalid_argument("shm: invalid segment geometry");
-  if (page_cap < 1 || asset_cap < 1) throw std::invalid_argument("shm: caps must be >= 1");
+  if (page_cap < 1 || asset_cap < 1 || long_lived_cap < 1) throw std::invalid_argument("shm: caps must be >= 1");
   const Offsets off = carve(geometry);
 
   auto mapping = std::make_unique<Mapping>();
@@ -147,6 +150,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.worker_slots = geometry.worker_slots;
   h.pass_table_size = geometry.pass_table_size;
   h.asset_cap.store(asset_cap);
+  h.long_lived_cap.store(long_lived_cap);
   h.page_cap.store(page_cap);
   h.configured_page_cap.store(page_cap);
   h.generation.store(0);
@@ -157,6 +161,10 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   // The handles (WorkerSlots creates the eventfds) are made last, over the
   // finished layout.
   return std::unique_ptr<Segment>(new Segment(std::move(mapping)));
+}
+
+void Segment::setLongLivedCap(int32_t cap) {
+  if (cap >= 1) mapping_->layout.header->long_lived_cap.store(cap, std::memory_order_seq_cst);
 }
 
 const Geometry& Segment::geometry() const {
@@ -173,6 +181,7 @@ ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
   ReclaimReport report;
   report.page_slots = reclaim(pages_);
   report.asset_slots = reclaim(assets_);
+  report.long_lived_slots = reclaim(long_lived_);
   report.tickets_finished = reclaim(tickets_);
   report.pass_holds = reclaim(passes_);
   slots_.reclaim(slot);  // last: the slot is free once everything it held is back

@@ -45,10 +45,11 @@ namespace concert::shm {
 
 class Segment {
  public:
-  // Master only, before any fork. `page_cap`, `asset_cap` are the starting
-  // caps; asset_cap is fixed for the segment's life. Creates one eventfd per
-  // worker slot (inherited across fork).
-  static std::unique_ptr<Segment> create(const Geometry& geometry, int32_t page_cap, int32_t asset_cap);
+  // Master only, before any fork. `page_cap`, `asset_cap` and
+  // `long_lived_cap` are the starting caps; asset_cap is fixed for the
+  // segment's life. Creates one eventfd per worker slot (inherited across fork).
+  static std::unique_ptr<Segment> create(const Geometry& geometry, int32_t page_cap, int32_t asset_cap,
+                                         int32_t long_lived_cap = 10000);
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -62,6 +63,11 @@ class Segment {
   const PageSemaphore& pages() const { return pages_; }
   Semaphore& assets() { return assets_; }
   const Semaphore& assets() const { return assets_; }
+  // Open long-lived connections (-long-lived, -long-lived-cap); nobody waits
+  // for one: over the cap is a 503.
+  Semaphore& longLived() { return long_lived_; }
+  const Semaphore& longLived() const { return long_lived_; }
+  void setLongLivedCap(int32_t cap);  // master, on reload
   PassTable& passes() { return passes_; }
   const PassTable& passes() const { return passes_; }
   WorkerSlots& slots() { return slots_; }
@@ -71,7 +77,7 @@ class Segment {
 
   // Master only, after waitpid() reaped the slot's process: every subsystem
   // returns what the slot owned (page slots, in-flight tickets, asset slots,
-  // pass holds), the slot is marked free, slots_reclaimed_total counts it,
+  // pass holds, long-lived connections), the slot is marked free, slots_reclaimed_total counts it,
   // and waiters for every resource are woken.
   ReclaimReport reclaimDeadWorker(WorkerSlot slot);
 
@@ -83,6 +89,7 @@ class Segment {
   WorkerSlots slots_;
   PageSemaphore pages_;
   Semaphore assets_;
+  Semaphore long_lived_;
   TicketRing tickets_;
   PassTable passes_;
   Stats stats_;

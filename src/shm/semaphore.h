@@ -1,9 +1,11 @@
 // A counting semaphore shared by every worker: the page semaphore (the
-// room's cap) and the global asset semaphore are both this type.
+// room's cap), the global asset semaphore and the long-lived connection
+// semaphore (-long-lived-cap) are all this type.
 //
-// States: one signed counter per worker slot (SlotRecord::page or ::asset,
-// each on its own cache line); the occupancy is their sum, and the cap is a
-// header word (page_cap, changed at run time; asset_cap, fixed at create).
+// States: one signed counter per worker slot (SlotRecord::page, ::asset or
+// ::long_lived, each on its own cache line); the occupancy is their sum, and
+// the cap is a header word (page_cap, changed at run time; asset_cap, fixed
+// at create; long_lived_cap, changed by the master on reload).
 //
 // Who writes: a slot's counter only by its own worker (+1 to try, -1 to back
 // off or release), and by the master in reclaim, after that worker is dead.

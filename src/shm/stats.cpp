@@ -12,8 +12,9 @@
 namespace concert::shm {
 
 Stats::Stats(Layout& layout, const TicketRing& tickets, const PageSemaphore& pages, const Semaphore& assets,
+             const Semaphore& long_lived,
              const PassTable& passes, const WorkerSlots& slots)
-    : layout_(&layout), tickets_(&tickets), pages_(&pages), assets_(&assets), passes_(&passes), slots_(&slots) {}
+    : layout_(&layout), tickets_(&tickets), pages_(&pages), assets_(&assets), long_lived_(&long_lived), passes_(&passes), slots_(&slots) {}
 
 void Stats::count(Counter c, uint64_t n) {
   layout_->counter(c).fetch_add(n, std::memory_order_relaxed);
@@ -41,6 +42,8 @@ StatsSnapshot Stats::snapshot() const {
   s.asset_cap = assets_->cap();
   s.asset_in_flight = assets_->occupancy();
   s.asset_users = passes_->users();
+  s.long_lived_cap = long_lived_->cap();
+  s.long_lived_in_use = long_lived_->occupancy();
   s.workers = slots_->running();
   s.generation = generation();
   for (Counter c : kAllCounters) s.counter(c) = layout_->counter(c).load(std::memory_order_relaxed);

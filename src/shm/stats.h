@@ -43,12 +43,14 @@ class Stats {
  private:
   friend class Segment;
   Stats(Layout& layout, const TicketRing& tickets, const PageSemaphore& pages, const Semaphore& assets,
+        const Semaphore& long_lived,
         const PassTable& passes, const WorkerSlots& slots);
 
   Layout* layout_;
   const TicketRing* tickets_;
   const PageSemaphore* pages_;
   const Semaphore* assets_;
+  const Semaphore* long_lived_;
   const PassTable* passes_;
   const WorkerSlots* slots_;
 };

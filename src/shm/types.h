@@ -94,7 +94,7 @@ enum class PassAcquire {
 // ---------------------------------------------------------------- waits
 // Resources a worker can wait for across processes. A release of one wakes
 // (eventfd write) every worker slot that registered waiters for it.
-enum class Resource : uint32_t { PageSlot = 0, AssetSlot = 1, PassSlot = 2 };
+enum class Resource : uint32_t { PageSlot = 0, AssetSlot = 1, PassSlot = 2, LongLivedSlot = 3 };
 
 // ---------------------------------------------------------------- stats
 struct StatsSnapshot {
@@ -106,6 +106,8 @@ struct StatsSnapshot {
   int32_t asset_cap = 0;
   int64_t asset_in_flight = 0;
   int64_t asset_users = 0;
+  int32_t long_lived_cap = 0;
+  int64_t long_lived_in_use = 0;  // open long-lived connections (tunnels, event streams)
   uint32_t workers = 0;  // live worker processes
   uint32_t generation = 0;
 
@@ -135,7 +137,8 @@ struct ReclaimReport {
   int64_t tickets_finished = 0;
   int64_t asset_slots = 0;
   int64_t pass_holds = 0;
-  int64_t total() const { return page_slots + asset_slots + pass_holds; }
+  int64_t long_lived_slots = 0;
+  int64_t total() const { return page_slots + asset_slots + pass_holds + long_lived_slots; }
 };
 
 }  // namespace concert::shm

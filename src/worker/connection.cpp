@@ -13,6 +13,7 @@
 #include "admission/admission.h"
 #include "worker/access_log.h"
 #include "worker/callbacks.h"
+#include "worker/timeouts.h"
 #include "worker/upstream_pool.h"
 
 namespace concert::worker {
@@ -37,19 +38,20 @@ ClientConnection::ClientConnection(ConnectionHost& host, evutil_socket_t fd, std
 }
 
 ClientConnection::~ClientConnection() {
-  if (head_timer_) event_free(head_timer_);
+  if (timer_) event_free(timer_);
 }
 
 bool ClientConnection::start() {
   if (!client_.attach(fd_)) return false;
-  head_timer_ = evtimer_new(host_.base(), &ClientConnection::onHeadTimer, this);
-  if (!head_timer_ || !exchange_.init()) return false;
+  timer_ = evtimer_new(host_.base(), &ClientConnection::onTimer, this);
+  if (!timer_ || !exchange_.init()) return false;
   client_.setCallbacks(&ClientConnection::onClientRead, &ClientConnection::onClientWrite,
                        &ClientConnection::onClientEvent, this);
   client_.setReadLimit(kHighWater);
   client_.setWriteLowWater(kLowWater);
   idle_ = false;  // a new connection gets the head timeout, not the keep-alive idle one
-  armHeadTimer(kHeadTimeout);
+  phase_since_ = monotonicMs();
+  armTimer(phase_since_ + host_.config().client_header_timeout);
   return true;
 }
 
@@ -61,9 +63,15 @@ void ClientConnection::onClientRead(Stream&, void* arg) {
   CONCERT_CALLBACK_GUARD(c, {
     switch (c->state_) {
       case State::ReadingHead: c->processInput(); break;
-      case State::LocalBody: c->pumpBody(); break;
+      case State::LocalBody:
+        c->body_read_ms_ = monotonicMs();
+        c->pumpBody();
+        break;
       case State::Proxying:
-        if (!c->body_done_) c->pumpBody();
+        if (!c->body_done_) {
+          c->body_read_ms_ = monotonicMs();
+          c->pumpBody();
+        }
         break;
       case State::Tunnel: c->exchange_.tunnelPump(); break;
       case State::Lingering: c->client_.consumeAll(); break;
@@ -112,13 +120,98 @@ void ClientConnection::onClientEvent(Stream&, short events, void* arg) {
   })
 }
 
-void ClientConnection::onHeadTimer(evutil_socket_t, short, void* arg) {
+void ClientConnection::onTimer(evutil_socket_t, short, void* arg) {
   auto* c = static_cast<ClientConnection*>(arg);
+  c->timer_at_ = 0;
   if (c->closed_) return;
-  CONCERT_CALLBACK_GUARD(c, {
-    // Slowloris, an idle keep-alive connection, or a lingering close that ran long.
-    if (c->state_ == State::ReadingHead || c->state_ == State::Lingering || c->state_ == State::Closing) c->close();
-  })
+  CONCERT_CALLBACK_GUARD(c, c->checkTimeouts(monotonicMs()))
+}
+
+// The deadlines of the current state (timeouts.h): acts on the first one
+// passed, else re-arms for the earliest. States that can start sending at
+// any moment are looked at again within a send timeout.
+void ClientConnection::checkTimeouts(Millis now) {
+  const config::Config& config = host_.config();
+  Millis next = 0;
+  auto due = [&next](Millis deadline) {
+    if (next == 0 || deadline < next) next = deadline;
+  };
+  if (const Millis since = client_.stalledSince(); since != 0) {
+    if (now - since >= config.send_timeout) return timedOut(TimeoutPhase::Send);
+    due(since + config.send_timeout);
+  }
+  switch (state_) {
+    case State::ReadingHead: {
+      const TimeoutPhase phase = idle_ ? TimeoutPhase::Keepalive : TimeoutPhase::ClientHeader;
+      const Millis deadline = phase_since_ + timeoutSetting(config, phase);
+      if (now >= deadline) return timedOut(phase);
+      due(deadline);
+      break;
+    }
+    case State::LocalBody:
+    case State::Proxying:
+      if (!body_done_) {
+        const Millis deadline = body_read_ms_ + config.client_body_timeout;
+        if (now >= deadline) return timedOut(TimeoutPhase::ClientBody);
+        due(deadline);
+      }
+      due(now + config.send_timeout);
+      break;
+    case State::EventStream:
+    case State::Tunnel:
+    case State::Closing: due(now + config.send_timeout); break;
+    case State::Lingering:
+      if (now >= phase_since_ + kLingerTimeout) {
+        close();
+        return;
+      }
+      due(phase_since_ + kLingerTimeout);
+      break;
+    case State::Parked: break;  // the worker's recheck bounds it; leaving it re-arms
+  }
+  if (next != 0) armTimer(next);
+}
+
+void ClientConnection::timedOut(TimeoutPhase phase) {
+  if (shm::Segment* segment = host_.admission().segment) {
+    segment->stats().count(timeoutCounter(phase));
+    segment->stats().count(shm::Counter::TimeoutsTotal);
+  }
+  const Millis limit = timeoutSetting(host_.config(), phase);
+  if (phase == TimeoutPhase::Keepalive) {
+    LOG_DEBUG("client %s: idle for %lld ms, closing", request_.peer_ip.c_str(), static_cast<long long>(limit));
+  } else {
+    LOG_INFO("client %s: %s timeout (%lld ms)%s%s, closing", request_.peer_ip.c_str(), timeoutName(phase),
+             static_cast<long long>(limit), started_ms_ != 0 ? " in " : "",
+             started_ms_ != 0 ? (request_.method + " " + request_.path).c_str() : "");
+  }
+  switch (phase) {
+    case TimeoutPhase::ClientBody:
+      // Nothing was answered yet: 408. The origin never got the whole
+      // request, so its side is cut at once.
+      if ((state_ == State::Proxying && !exchange_.responseStarted()) ||
+          (state_ == State::LocalBody && sink_ == Sink::Collect)) {
+        exchange_.drop();
+        state_ = State::ReadingHead;
+        failRequest(408);
+        return;
+      }
+      close();
+      return;
+    case TimeoutPhase::UpstreamRead:
+    case TimeoutPhase::Tunnel: return;  // the exchange ends the request itself
+    default: close(); return;
+  }
+}
+
+void ClientConnection::ensureTimer(Millis deadline) {
+  if (timer_at_ == 0 || deadline < timer_at_) armTimer(deadline);
+}
+
+void ClientConnection::armTimer(Millis deadline) {
+  timeval tv = toTimeval(std::max<Millis>(deadline - monotonicMs(), 0));
+  evtimer_add(timer_, &tv);
+  timer_at_ = deadline;
 }
 
 void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len) {
@@ -157,7 +250,8 @@ void ClientConnection::processInput() {
     if (in.empty()) break;
     if (idle_) {
       idle_ = false;
-      armHeadTimer(kHeadTimeout);
+      phase_since_ = monotonicMs();
+      ensureTimer(phase_since_ + host_.config().client_header_timeout);
     }
     size_t consumed = 0;
     http::ParseStatus s = parser_.feedHead(in.data(), in.size(), &consumed);
@@ -173,7 +267,6 @@ void ClientConnection::processInput() {
 }
 
 void ClientConnection::dispatch() {
-  evtimer_del(head_timer_);
   started_ms_ = monotonicMs();
   started_wall_ = time(nullptr);
   status_ = 0;
@@ -192,6 +285,10 @@ void ClientConnection::dispatch() {
   } else {
     body_mode_ = BodyMode::None;
     body_done_ = true;
+  }
+  if (!body_done_) {
+    body_read_ms_ = started_ms_;
+    ensureTimer(body_read_ms_ + host_.config().client_body_timeout);
   }
 
   const config::Config& config = host_.config();
@@ -239,7 +336,7 @@ void ClientConnection::dispatch() {
       guard_ = admission::makeAssetGuard(ctx, route_ == http::Route::PrivateAsset);
       runGuard(monotonicMs());
       return;
-    case http::Route::LongLived:
+    case http::Route::LongLived:  // admitted like a page; the long-lived slot is taken on Proceed
     case http::Route::Page:
       guard_ = admission::makePageGuard(ctx);
       runGuard(monotonicMs());
@@ -256,6 +353,14 @@ void ClientConnection::runGuard(Millis now) {
   switch (decision.kind) {
     case admission::Admission::Kind::Proceed:
       if (was_parked) host_.unpark(this);
+      if (route_ == http::Route::LongLived && !takeLongLivedSlot()) {
+        state_ = State::ReadingHead;
+        releaseSlots();
+        http::LocalResponse r = http::plainText(503, "too many long-lived connections\n");
+        r.headers.push_back({"Retry-After", std::to_string(std::max(1, host_.config().retry_after))});
+        respondLocal(std::move(r), false);
+        return;
+      }
       extra_headers_ = std::move(decision.response_headers);
       startProxy();
       return;
@@ -316,6 +421,7 @@ void ClientConnection::openEvents(Millis now) {
     return;
   }
   host_.addStream(this, events_->ticket());
+  ensureTimer(now + host_.config().send_timeout);
   if (host_.draining()) recheckStream(now, false);  // ends it at once
 }
 
@@ -370,9 +476,16 @@ void ClientConnection::respondLocal(http::LocalResponse&& response, bool close_a
   status_ = response.status;
   http::WireOptions wire;
   wire.head_request = request_.method == "HEAD";
-  const bool unread_expected_body = !body_done_ && request_.expect_continue;
-  const bool must_close =
-      close_after || !request_.keep_alive || host_.draining() || unread_expected_body || body_error_;
+  // A body nobody uses is never waited for: dropped when it is all here
+  // already, else the answer closes the connection (a declared body that
+  // never comes cannot hold it open).
+  if (!body_done_ && !body_error_ && body_mode_ == BodyMode::Length &&
+      client_.input().size() >= static_cast<size_t>(body_remaining_)) {
+    client_.consume(static_cast<size_t>(body_remaining_));
+    body_remaining_ = 0;
+    body_done_ = true;
+  }
+  const bool must_close = close_after || !request_.keep_alive || host_.draining() || !body_done_ || body_error_;
   wire.close = must_close;
   wire.http10_keep_alive = !must_close && request_.http_minor == 0;
   scratch_.clear();
@@ -380,17 +493,7 @@ void ClientConnection::respondLocal(http::LocalResponse&& response, bool close_a
   client_.write(scratch_);
   const bool bodiless = status_ < 200 || status_ == 204 || status_ == 304;
   bytes_sent_ = (wire.head_request || bodiless) ? 0 : response.body.size();
-  if (must_close || body_done_) {
-    endRequest(!must_close);
-    return;
-  }
-  // The answer is out; the rest of the request body is read and dropped so
-  // the connection can carry the next request.
-  releaseGuard();
-  logRequest();
-  sink_ = Sink::Discard;
-  state_ = State::LocalBody;
-  pumpBody();
+  endRequest(!must_close);
 }
 
 // ------------------------------------------------------------ request bodies
@@ -454,11 +557,27 @@ void ClientConnection::bodyFinished() {
 
 // ------------------------------------------------------------ endings
 
-void ClientConnection::releaseGuard() {
+void ClientConnection::releaseSlots() {
+  // The origin still works on the whole request: the slot waits for it.
+  if (exchange_.detached()) return;
   if (guard_) {
     guard_->release();
     guard_.reset();
   }
+  if (long_lived_slot_) {
+    long_lived_slot_ = false;
+    host_.admission().segment->longLived().release(host_.admission().slot);
+  }
+}
+
+bool ClientConnection::takeLongLivedSlot() {
+  const admission::AdmissionContext& ctx = host_.admission();
+  if (!ctx.segment->longLived().tryAcquire(ctx.slot)) {
+    ctx.segment->stats().count(shm::Counter::LongLivedRefusedTotal);
+    return false;
+  }
+  long_lived_slot_ = true;
+  return true;
 }
 
 void ClientConnection::logRequest() {
@@ -470,9 +589,9 @@ void ClientConnection::logRequest() {
 }
 
 void ClientConnection::endRequest(bool keep_alive) {
-  releaseGuard();
+  exchange_.drop();  // first: the origin connection is pooled or closed before the slot goes
+  releaseSlots();
   logRequest();
-  exchange_.drop();
   extra_headers_.clear();
   collected_.clear();
   status_ = 0;
@@ -489,7 +608,8 @@ void ClientConnection::endRequest(bool keep_alive) {
   parser_.reset();
   state_ = State::ReadingHead;
   idle_ = true;
-  armHeadTimer(kIdleTimeout);
+  phase_since_ = monotonicMs();
+  ensureTimer(phase_since_ + host_.config().keepalive_timeout);
   client_.enableRead();
   processInput();
 }
@@ -500,7 +620,7 @@ void ClientConnection::startClosing() {
     state_ = State::Closing;
     client_.disableRead();
     client_.setWriteLowWater(0);
-    armHeadTimer(kFlushTimeout);  // a client that never reads its answer is not waited for forever
+    ensureTimer(monotonicMs() + host_.config().send_timeout);  // a client that never reads its answer
   }
   if (client_.pendingOutput() > 0) return;  // onClientWrite calls back when flushed
   // Lingering close: stop sending, keep reading (and dropping) briefly so a
@@ -510,22 +630,32 @@ void ClientConnection::startClosing() {
   client_.setReadLimit(0);
   client_.consumeAll();
   client_.enableRead();
-  armHeadTimer(kLingerTimeout);
+  phase_since_ = monotonicMs();
+  ensureTimer(phase_since_ + kLingerTimeout);
 }
 
 void ClientConnection::close() {
   if (closed_) return;
   closed_ = true;
-  releaseGuard();
   logRequest();
   if (state_ == State::Parked) host_.unpark(this);
   if (state_ == State::EventStream) host_.removeStream(this);
   events_.reset();
-  exchange_.drop();
-  if (head_timer_) evtimer_del(head_timer_);
+  if (timer_) evtimer_del(timer_);
+  timer_at_ = 0;
   client_.setCallbacks(nullptr, nullptr, nullptr, nullptr);
   client_.close();
+  // The origin has the whole request and keeps working on it: the slot stays
+  // taken until it is done (originReleased finishes the close).
+  if (exchange_.detached() || (state_ == State::Proxying && exchange_.detach())) return;
+  exchange_.drop();
+  releaseSlots();
   host_.connectionClosed(this);
+}
+
+void ClientConnection::originReleased() {
+  releaseSlots();
+  if (closed_) host_.connectionClosed(this);
 }
 
 void ClientConnection::closeIfIdle() {
@@ -543,11 +673,7 @@ void ClientConnection::closeIfIdle() {
 
 void ClientConnection::abort() {
   if (!closed_) close();
-}
-
-void ClientConnection::armHeadTimer(Millis ms) {
-  timeval tv = toTimeval(ms);
-  evtimer_add(head_timer_, &tv);
+  exchange_.abandon();  // a detached exchange ends now: originReleased() frees the rest
 }
 
 // ------------------------------------------------------------ the origin side
@@ -555,6 +681,7 @@ void ClientConnection::armHeadTimer(Millis ms) {
 void ClientConnection::startProxy() {
   state_ = State::Proxying;
   sink_ = Sink::Upstream;
+  ensureTimer(monotonicMs() + host_.config().send_timeout);
   if (request_.expect_continue && !body_done_) client_.write(kContinue, sizeof kContinue - 1);
   if (!exchange_.start(extra_headers_, &bytes_sent_)) return;
   if (body_done_)
@@ -569,14 +696,23 @@ void ClientConnection::originWritable() {
 
 void ClientConnection::exchangeFailed(int status) {
   state_ = State::ReadingHead;
+  // A detached exchange still uses this connection's request: no next one.
   respondLocal(status == 504 ? http::plainText(504, "upstream timed out\n") : http::plainText(502, "upstream unavailable\n"),
-               !body_done_);
+               !body_done_ || exchange_.detached());
 }
 
 void ClientConnection::tunnelOpened() {
-  evtimer_del(head_timer_);
   state_ = State::Tunnel;
   body_done_ = true;
+}
+
+// A long-lived path's tunnel or event stream is open: its page slot goes
+// back to the room, the long-lived slot taken on admission stays until it
+// closes. Elsewhere a tunnel keeps its page slot, as any request does.
+void ClientConnection::longLivedOpened() {
+  if (route_ != http::Route::LongLived || !guard_) return;
+  guard_->release();
+  guard_.reset();
 }
 
 void ClientConnection::abortConnection(const char* what) {

@@ -18,12 +18,20 @@
 // after `ready`, for a cookie refresh, or on drain. The worker files it by
 // ticket (ConnectionHost::addStream) and calls recheckStream().
 //
+// Every phase is bounded (timeouts.h): one timer per connection, armed
+// lazily — a transition re-arms it only when its deadline comes before the
+// armed one, and when it fires checkTimeouts() acts on a passed deadline or
+// re-arms for the next, so a busy connection rarely touches it.
+//
 // Requests on one connection are handled strictly one at a time; pipelined
 // bytes wait in the input buffer (bounded by the read watermark). Every way a
 // request ends goes through endRequest() or close(), which call
-// releaseGuard(): the guard's release() runs exactly once. Memory is freed on
+// releaseSlots(): the guard's release() runs exactly once. Memory is freed on
 // the next loop turn after close(), so a callback that closed the
-// connection can still look at closed_ safely. The origin side is an
+// connection can still look at closed_ safely. A connection whose client is
+// gone while the origin still works on its whole request stays (closed_, its
+// slots held) until the detached exchange reports originReleased(). The
+// origin side is an
 // OriginExchange (origin_exchange.h), which borrows an origin connection from
 // the worker's pool and reports back through OriginExchange::Client. The
 // connection reaches its worker only through ConnectionHost (host.h).
@@ -49,10 +57,7 @@
 
 namespace concert::worker {
 
-constexpr Millis kHeadTimeout = 10'000;
-constexpr Millis kIdleTimeout = 120'000;
 constexpr Millis kLingerTimeout = 2'000;
-constexpr Millis kFlushTimeout = 60'000;  // a closing connection's last bytes
 constexpr size_t kMaxCapBody = 64 * 1024;
 constexpr Millis kKeepAliveEvery = 15'000;  // an event stream's comment line when idle that long
 constexpr size_t kMaxStreamBacklog = 64 * 1024;  // an event stream's client that reads nothing is closed
@@ -90,7 +95,7 @@ class ClientConnection final : private OriginExchange::Client {
   static void onClientRead(Stream& stream, void* arg);
   static void onClientWrite(Stream& stream, void* arg);
   static void onClientEvent(Stream& stream, short events, void* arg);
-  static void onHeadTimer(evutil_socket_t, short, void* arg);
+  static void onTimer(evutil_socket_t, short, void* arg);
   static void onChunkToUpstream(void* arg, const char* data, size_t len);
 
   // OriginExchange::Client
@@ -103,6 +108,9 @@ class ClientConnection final : private OriginExchange::Client {
   void exchangeDone(bool keep_alive) override { endRequest(keep_alive); }
   void exchangeFailed(int status) override;
   void tunnelOpened() override;
+  void longLivedOpened() override;
+  void originReleased() override;
+  void timedOut(TimeoutPhase phase) override;
   void abortConnection(const char* what) override;
   void fail(const char* what);  // an exception in a client-side callback: log, close
 
@@ -114,11 +122,14 @@ class ClientConnection final : private OriginExchange::Client {
   void pumpBody();
   void bodyFinished();
   void endRequest(bool keep_alive);
-  void releaseGuard();
+  void releaseSlots();  // the guard's and the long-lived slot; deferred while the exchange is detached
+  bool takeLongLivedSlot();
   void logRequest();
   void close();
   void startClosing();
-  void armHeadTimer(Millis ms);
+  void checkTimeouts(Millis now);
+  void ensureTimer(Millis deadline);  // the timer fires no later than `deadline`
+  void armTimer(Millis deadline);
   void startProxy();
   void openEvents(Millis now);
   void streamWrite(std::string_view text, Millis now);
@@ -127,7 +138,10 @@ class ClientConnection final : private OriginExchange::Client {
   ConnectionHost& host_;
   int fd_;
   Stream client_;
-  event* head_timer_ = nullptr;
+  event* timer_ = nullptr;
+  Millis timer_at_ = 0;     // when timer_ fires; 0 = not armed
+  Millis phase_since_ = 0;  // ReadingHead: head start or idle since; Lingering: its start
+  Millis body_read_ms_ = 0;  // the request body's last read
   http::MessageParser parser_;
   State state_ = State::ReadingHead;
   bool closed_ = false;
@@ -137,6 +151,7 @@ class ClientConnection final : private OriginExchange::Client {
   http::Request& request_;
   http::Route route_ = http::Route::Page;
   std::unique_ptr<admission::RequestGuard> guard_;
+  bool long_lived_slot_ = false;  // holds one of -long-lived-cap
   admission::Outcome outcome_ = admission::Outcome::Local;
   http::Headers extra_headers_;  // the guard's Set-Cookie for a proxied response
   bool log_request_ = false;

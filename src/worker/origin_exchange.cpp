@@ -19,6 +19,7 @@ OriginExchange::OriginExchange(event_base* base, UpstreamPool& pool, const confi
     : base_(base), pool_(pool), config_(config), client_(client) {}
 
 OriginExchange::~OriginExchange() {
+  detached_ = false;
   drop(false);
   if (response_timer_) event_free(response_timer_);
 }
@@ -35,6 +36,9 @@ bool OriginExchange::start(const http::Headers& extra, uint64_t* sent) {
   paused_ = false;
   close_after_ = false;
   retried_ = false;
+  request_sent_ = false;
+  detached_ = false;
+  event_stream_ = false;
   dial_failures_ = 0;
   return connect(true);
 }
@@ -44,6 +48,7 @@ Stream* OriginExchange::origin() {
 }
 
 void OriginExchange::requestSent() {
+  request_sent_ = true;
   armResponseTimer();
 }
 
@@ -71,14 +76,31 @@ bool OriginExchange::connect(bool allow_idle) {
 
 void OriginExchange::armResponseTimer() {
   if (phase_ != Phase::AwaitHead || !upstream_) return;
-  Millis ms = config_.upstream_timeout;
-  if (ms <= 0) return;
-  timeval tv = toTimeval(ms);
+  armTimer(monotonicMs() + config_.upstream_timeout);
+}
+
+// One timer per exchange, armed lazily: the head deadline while awaiting the
+// head; in the body and in a tunnel it fires at most once per idle limit and
+// compares the last read time, so a busy response never touches the timer.
+void OriginExchange::armTimer(Millis deadline) {
+  timeval tv = toTimeval(std::max<Millis>(deadline - monotonicMs(), 0));
   evtimer_add(response_timer_, &tv);
+  timer_at_ = deadline;
+}
+
+void OriginExchange::ensureTimer(Millis deadline) {
+  if (timer_at_ == 0 || deadline < timer_at_) armTimer(deadline);
+}
+
+Millis OriginExchange::bodyIdleLimit() const {
+  // A detached exchange only waits for the origin to finish its work.
+  if (detached_) return config_.upstream_read_timeout;
+  return phase_ == Phase::Tunnel || event_stream_ ? config_.tunnel_timeout : config_.upstream_read_timeout;
 }
 
 void OriginExchange::releaseOrigin(bool reusable) {
   if (response_timer_) evtimer_del(response_timer_);
+  timer_at_ = 0;
   if (!upstream_) return;
   UpstreamConn* conn = upstream_;
   upstream_ = nullptr;
@@ -90,11 +112,43 @@ void OriginExchange::releaseOrigin(bool reusable) {
 }
 
 void OriginExchange::drop(bool reusable) {
+  if (detached_) return;
   releaseOrigin(reusable);
   phase_ = Phase::None;
   response_started_ = false;
   close_after_ = false;
   retried_ = false;
+  request_sent_ = false;
+  event_stream_ = false;
+}
+
+bool OriginExchange::detach() {
+  if (detached_) return true;
+  // The origin has not received the whole request: cut it at once.
+  if (!upstream_ || !request_sent_ || upstream_->stream.pendingOutput() > 0) return false;
+  // A tunnel or an event stream has no end of work to wait for.
+  if ((phase_ != Phase::AwaitHead && phase_ != Phase::Body) || event_stream_) return false;
+  detached_ = true;
+  if (phase_ == Phase::Body) {
+    if (paused_) {
+      paused_ = false;
+      upstream_->stream.enableRead();
+    }
+    ensureTimer(last_read_ms_ + config_.upstream_read_timeout);
+  }
+  // What the origin sent already is dropped now, the rest as it comes.
+  readResponse();
+  return true;
+}
+
+void OriginExchange::abandon() {
+  if (detached_) finishDetached(false);
+}
+
+void OriginExchange::finishDetached(bool reusable) {
+  detached_ = false;
+  drop(reusable);  // the origin connection is pooled or closed before the slot goes
+  client_.originReleased();
 }
 
 // ------------------------------------------------------------ callbacks
@@ -106,6 +160,7 @@ void OriginExchange::onRead(Stream&, void* arg) {
 
 void OriginExchange::onWrite(Stream&, void* arg) {
   auto* x = static_cast<OriginExchange*>(arg);
+  if (x->detached_) return;
   CONCERT_ORIGIN_GUARD(x, {
     if (x->phase_ == Phase::Tunnel)
       x->tunnelPump();
@@ -121,14 +176,72 @@ void OriginExchange::onEvent(Stream&, short events, void* arg) {
 
 void OriginExchange::onResponseTimer(evutil_socket_t, short, void* arg) {
   auto* x = static_cast<OriginExchange*>(arg);
-  CONCERT_ORIGIN_GUARD(x, {
-    if (x->phase_ == Phase::AwaitHead && x->upstream_) x->fail(504, "timeout awaiting response headers");
-  })
+  x->timer_at_ = 0;
+  CONCERT_ORIGIN_GUARD(x, x->onTimer(monotonicMs()))
+}
+
+void OriginExchange::onTimer(Millis now) {
+  if (!upstream_) return;
+  const http::Request& request = client_.request();
+  switch (phase_) {
+    case Phase::None: return;
+    case Phase::AwaitHead:
+      if (detached_) {
+        LOG_INFO("origin gave no answer to %s %s within -upstream-read-timeout after its client left; closing it",
+                 request.method.c_str(), request.path.c_str());
+        finishDetached(false);
+      } else {
+        headTimedOut();
+      }
+      return;
+    case Phase::Body:
+    case Phase::Tunnel: {
+      const Millis limit = bodyIdleLimit();
+      // Reading is paused for a slow client: its send timeout decides.
+      if (paused_ && !detached_) {
+        armTimer(now + limit);
+        return;
+      }
+      if (now - last_read_ms_ < limit) {
+        armTimer(last_read_ms_ + limit);
+        return;
+      }
+      if (detached_) {
+        LOG_INFO("origin silent for %lld ms in its response to %s %s after its client left; closing it",
+                 static_cast<long long>(limit), request.method.c_str(), request.path.c_str());
+        finishDetached(false);
+        return;
+      }
+      client_.timedOut(phase_ == Phase::Tunnel || event_stream_ ? TimeoutPhase::Tunnel : TimeoutPhase::UpstreamRead);
+      // What was relayed is flushed, then the client connection closes
+      // without the end of the body: the truncation shows in the framing.
+      client_.exchangeDone(false);
+      return;
+    }
+  }
+}
+
+// No response head within -upstream-timeout: the client gets 504. When the
+// origin has the whole request it may still be working on it, so the
+// exchange detaches and keeps the slot until the origin answers (dropped) or
+// stays silent for -upstream-read-timeout more.
+void OriginExchange::headTimedOut() {
+  const http::Request& request = client_.request();
+  if (!request_sent_ || upstream_->stream.pendingOutput() > 0) {
+    fail(504, "timeout awaiting response headers");
+    return;
+  }
+  LOG_ERROR("upstream error %s %s: timeout awaiting response headers (the request keeps its slot until the origin "
+            "is done)",
+            request.method.c_str(), request.path.c_str());
+  detached_ = true;
+  armTimer(monotonicMs() + config_.upstream_read_timeout);
+  client_.exchangeFailed(504);
 }
 
 void OriginExchange::onChunk(void* arg, const char* data, size_t len) {
   auto* x = static_cast<OriginExchange*>(arg);
-  if (len == 0) return;
+  if (len == 0 || x->detached_) return;
   Stream& out = x->client_.clientStream();
   if (x->framing_ == ClientFraming::Chunked) {
     out.writeChunk(data, len);
@@ -142,6 +255,13 @@ void OriginExchange::onChunk(void* arg, const char* data, size_t len) {
 
 void OriginExchange::originEvent(short events) {
   if (!upstream_ || (events & Stream::kConnected)) return;  // a connect: the request head is queued already
+  if (detached_) {
+    // The origin ended the response (a body delimited by the close) or its
+    // connection: either way its work on the request is over.
+    if (phase_ == Phase::Body && body_ == BodyFraming::UntilClose) upstream_->stream.consumeAll();
+    finishDetached(false);
+    return;
+  }
   Stream& client = client_.clientStream();
   if (phase_ == Phase::Tunnel) {
     // The origin ended the tunnel: hand the client what is left, then close.
@@ -214,6 +334,7 @@ void OriginExchange::fail(int status, const std::string& reason) {
 }
 
 void OriginExchange::readResponse() {
+  last_read_ms_ = monotonicMs();
   if (phase_ == Phase::Tunnel) {
     tunnelPump();
     return;
@@ -228,12 +349,20 @@ void OriginExchange::readResponse() {
     upstream_->stream.consume(consumed);
     if (s == http::ParseStatus::NeedMore) continue;
     if (s == http::ParseStatus::Error) {
+      if (detached_) {
+        finishDetached(false);
+        return;
+      }
       std::string reason = "malformed response head: ";
       reason.append(parser.errorReason());
       fail(502, reason);
       return;
     }
     http::ResponseHead& head = parser.response();
+    if (detached_ && (head.status == 101 || (head.status >= 200 && isEventStream(head)))) {
+      finishDetached(false);  // nothing left to wait for
+      return;
+    }
     if (head.status == 101) {
       if (request.upgrade) {
         startTunnel();
@@ -246,15 +375,18 @@ void OriginExchange::readResponse() {
       parser.reset();
       continue;
     }
-    evtimer_del(response_timer_);
     framing_ = chooseClientFraming(head, request);
-    close_after_ =
-        !request.keep_alive || client_.draining() || framing_ == ClientFraming::Close || !client_.requestBodyDone();
-    scratch_.clear();
-    buildClientResponseHead(head, request, framing_, close_after_, *extra_, scratch_);
-    client_.clientStream().write(scratch_);
-    response_started_ = true;
-    client_.responseStarted(head.status);
+    event_stream_ = isEventStream(head);
+    if (!detached_) {
+      close_after_ =
+          !request.keep_alive || client_.draining() || framing_ == ClientFraming::Close || !client_.requestBodyDone();
+      if (event_stream_) client_.longLivedOpened();
+      scratch_.clear();
+      buildClientResponseHead(head, request, framing_, close_after_, *extra_, scratch_);
+      client_.clientStream().write(scratch_);
+      response_started_ = true;
+      client_.responseStarted(head.status);
+    }
     phase_ = Phase::Body;
     body_ = BodyFraming::Length;
     remaining_ = 0;
@@ -271,6 +403,8 @@ void OriginExchange::readResponse() {
       complete();
       return;
     }
+    // From here the idle limit applies (the head deadline may be later).
+    ensureTimer(last_read_ms_ + bodyIdleLimit());
   }
   if (upstream_ && phase_ == Phase::Body) relayBody();
 }
@@ -285,7 +419,7 @@ void OriginExchange::clientWritable() {
 void OriginExchange::relayBody() {
   Stream& client = client_.clientStream();
   while (upstream_ && phase_ == Phase::Body) {
-    if (client.pendingOutput() >= kHighWater) {
+    if (!detached_ && client.pendingOutput() >= kHighWater) {
       // The client reads slower than the origin sends: stop reading the
       // origin until the client's buffer drains (clientWritable).
       if (!paused_) {
@@ -300,8 +434,12 @@ void OriginExchange::relayBody() {
     switch (body_) {
       case BodyFraming::Length: {
         size_t n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(avail), remaining_));
-        client.writeFrom(origin, n);
-        *sent_ += n;
+        if (detached_) {
+          origin.consume(n);
+        } else {
+          client.writeFrom(origin, n);
+          *sent_ += n;
+        }
         remaining_ -= static_cast<int64_t>(n);
         if (remaining_ == 0) {
           complete();
@@ -310,6 +448,10 @@ void OriginExchange::relayBody() {
         break;
       }
       case BodyFraming::UntilClose:
+        if (detached_) {
+          origin.consume(avail);
+          break;
+        }
         if (framing_ == ClientFraming::Chunked) client.writeChunkHeader(avail);
         client.writeFrom(origin, avail);
         if (framing_ == ClientFraming::Chunked) client.write("\r\n", 2);
@@ -323,11 +465,14 @@ void OriginExchange::relayBody() {
         if (s == http::ParseStatus::Error) {
           const http::Request& request = client_.request();
           LOG_ERROR("upstream error %s %s: malformed chunked body", request.method.c_str(), request.path.c_str());
-          client_.exchangeDone(false);
+          if (detached_)
+            finishDetached(false);
+          else
+            client_.exchangeDone(false);
           return;
         }
         if (s == http::ParseStatus::BodyDone) {
-          if (framing_ == ClientFraming::Chunked) client.write("0\r\n\r\n", 5);
+          if (!detached_ && framing_ == ClientFraming::Chunked) client.write("0\r\n\r\n", 5);
           complete();
           return;
         }
@@ -347,6 +492,10 @@ void OriginExchange::complete() {
                upstream_->stream.pendingOutput() == 0;
     if (paused_) upstream_->stream.enableRead();
   }
+  if (detached_) {
+    finishDetached(reusable);
+    return;
+  }
   const bool keep_alive = !close_after_ && body_done;
   drop(reusable);
   client_.exchangeDone(keep_alive);
@@ -355,13 +504,14 @@ void OriginExchange::complete() {
 // ------------------------------------------------------------ tunnels
 
 void OriginExchange::startTunnel() {
-  evtimer_del(response_timer_);
   const http::ResponseHead& head = upstream_->parser.response();
+  client_.longLivedOpened();
   scratch_.clear();
   buildClientResponseHead(head, client_.request(), ClientFraming::None, false, *extra_, scratch_);
   client_.clientStream().write(scratch_);
   response_started_ = true;
   phase_ = Phase::Tunnel;
+  armTimer(monotonicMs() + config_.tunnel_timeout);
   client_.responseStarted(101);
   client_.tunnelOpened();
   tunnelPump();
@@ -369,6 +519,7 @@ void OriginExchange::startTunnel() {
 
 void OriginExchange::tunnelPump() {
   if (!upstream_) return;
+  last_read_ms_ = monotonicMs();  // traffic either way keeps a tunnel open
   Stream& client = client_.clientStream();
   Stream& origin = upstream_->stream;
   // Each direction moves only while its destination is below the watermark;

@@ -7,8 +7,18 @@
 //   start ──head sent──▶ AwaitHead ──2xx..5xx head──▶ Body ──end of body──▶ done(keep-alive?)
 //     │ dial fails           │ 1xx: skipped            │ origin error: done(close)
 //     ▼                      │ 101 + Upgrade ─────▶ Tunnel ──either side ends──▶ done(close)
-//   failed(502)              │ timer: failed(504)
+//   failed(502)              │ timer: failed(504)      │ silent -upstream-read-timeout
+//                            │                         │ (an event stream: -tunnel-timeout): done(close)
 //                            │ error: retry once (bodiless, reused conn) / next address / failed(502)
+//
+// Detached: the origin has the whole request and keeps working on it even
+// when its client is gone (PHP does), so its page slot must stay taken until
+// the origin is done. When the client leaves (detach()) or gets a 504 (the
+// head timer), the exchange goes on without it: the rest of the response is
+// read and dropped, for at most -upstream-read-timeout of silence, then the
+// origin connection is pooled or closed and Client::originReleased() says the
+// slot may go. A request the origin has not received whole, a tunnel and an
+// event stream are cut on both sides at once instead.
 //
 // The request body is the client connection's to pump: it writes into
 // origin() and calls requestSent() when the last byte is queued (that arms
@@ -29,6 +39,7 @@
 #include "http/request.h"
 #include "worker/rewrite.h"
 #include "worker/stream.h"
+#include "worker/timeouts.h"
 
 namespace concert::worker {
 
@@ -61,6 +72,16 @@ class OriginExchange {
     virtual void exchangeFailed(int status) = 0;
     // 101 Switching Protocols went out: the connection is now a tunnel.
     virtual void tunnelOpened() = 0;
+    // The response is long-lived (a 101 tunnel or an event stream): called
+    // before responseStarted().
+    virtual void longLivedOpened() = 0;
+    // A detached exchange is over: the origin connection is closed or back
+    // in the pool, the request's slots may be returned.
+    virtual void originReleased() = 0;
+    // The origin was silent too long after its head (UpstreamRead) or a
+    // tunnel had no traffic (Tunnel): counted and logged by the client; the
+    // exchange then ends with exchangeDone(false).
+    virtual void timedOut(TimeoutPhase phase) = 0;
     // Something unexpected was thrown in an origin callback: close at once.
     virtual void abortConnection(const char* what) = 0;
 
@@ -86,7 +107,15 @@ class OriginExchange {
   void tunnelPump();      // move tunnel bytes both ways, within the watermarks
   // End the exchange; the origin connection goes back to the pool only when
   // `reusable` (clean framing, keep-alive, nothing left in either direction).
+  // Does nothing to a detached exchange.
   void drop(bool reusable = false);
+  // The client is gone: go on without it if the origin has the whole
+  // request (true: Client::originReleased() follows, possibly before this
+  // returns); false: nothing to wait for, drop() it.
+  bool detach();
+  bool detached() const { return detached_; }
+  // Ends a detached exchange now (the worker stops): originReleased() follows.
+  void abandon();
 
   bool responseStarted() const { return response_started_; }
 
@@ -99,6 +128,12 @@ class OriginExchange {
   static void onEvent(Stream& stream, short events, void* arg);
   static void onResponseTimer(evutil_socket_t, short, void* arg);
   static void onChunk(void* arg, const char* data, size_t len);
+  void onTimer(Millis now);
+  void headTimedOut();
+  void finishDetached(bool reusable);
+  void armTimer(Millis deadline);
+  void ensureTimer(Millis deadline);  // fires no later than `deadline`
+  Millis bodyIdleLimit() const;
 
   bool connect(bool allow_idle);
   void releaseOrigin(bool reusable);
@@ -126,6 +161,11 @@ class OriginExchange {
   bool close_after_ = false;
   bool paused_ = false;
   bool response_started_ = false;
+  bool request_sent_ = false;  // the whole request is queued toward the origin
+  bool detached_ = false;
+  bool event_stream_ = false;  // the response is text/event-stream
+  Millis last_read_ms_ = 0;    // the origin's last bytes (a tunnel: either side's)
+  Millis timer_at_ = 0;        // when the armed timer fires; 0 = not armed
   uint64_t* sent_ = nullptr;
   std::string scratch_;
 };

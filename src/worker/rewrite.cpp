@@ -155,4 +155,18 @@ void buildClientResponseHead(const http::ResponseHead& origin, const http::Reque
   out += "\r\n";
 }
 
+bool isEventStream(const http::ResponseHead& origin) {
+  constexpr std::string_view kEventStream = "text/event-stream";
+  for (const http::Header& h : origin.headers) {
+    if (!http::equalsIgnoreCase(h.name, "Content-Type")) continue;
+    std::string_view v = h.value;
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    if (v.size() < kEventStream.size() || !http::equalsIgnoreCase(v.substr(0, kEventStream.size()), kEventStream))
+      return false;
+    v.remove_prefix(kEventStream.size());
+    return v.empty() || v.front() == ';' || v.front() == ' ' || v.front() == '\t';
+  }
+  return false;
+}
+
 }  // namespace concert::worker

@@ -43,6 +43,10 @@ void buildUpstreamRequestHead(const http::Request& request, const config::Config
 void buildClientResponseHead(const http::ResponseHead& origin, const http::Request& request, ClientFraming framing,
                              bool close_client, const http::Headers& extra, std::string& out);
 
+// A `text/event-stream` response: long-lived, bounded by the tunnel timeout
+// instead of the upstream read timeout.
+bool isEventStream(const http::ResponseHead& origin);
+
 // Framing toward the client for an origin response to `request`.
 ClientFraming chooseClientFraming(const http::ResponseHead& origin, const http::Request& request);
 

@@ -16,6 +16,17 @@
 
 namespace concert::worker {
 
+void enableKeepAlive(int fd) {
+  int one = 1;
+  int idle = kKeepAliveIdleSeconds;
+  int interval = kKeepAliveIntervalSeconds;
+  int count = kKeepAliveProbes;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
 namespace {
 
 constexpr size_t kReadChunk = 16 * 1024;  // free space ensured before a read
@@ -198,6 +209,7 @@ bool Stream::connect(const sockaddr* addr, socklen_t len, SSL* ssl, Millis timeo
   }
   int one = 1;  // requests are written whole; small ones must not wait for Nagle
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  enableKeepAlive(fd_);
   if (::connect(fd_, addr, len) < 0 && errno != EINPROGRESS) {
     error->assign("connect: ").append(std::strerror(errno));
     close();
@@ -505,6 +517,11 @@ bool Stream::flushOutput() {
     // EPOLLOUT edge says when there is room again.
     if (!ssl_ && static_cast<size_t>(n) < size) break;
   }
+  // Only a flush that leaves bytes behind reads the clock.
+  if (out_.empty())
+    stalled_since_ = 0;
+  else if (wrote || stalled_since_ == 0)
+    stalled_since_ = monotonicMs();
   if (wrote && out_.size() <= low_water_) return notifyWrite();
   return true;
 }

@@ -37,6 +37,14 @@
 
 namespace concert::worker {
 
+// TCP keep-alive on client and origin sockets: a peer that vanished without
+// a FIN (a phone that lost its network, a crashed host) is found after about
+// 60 + 10 x 5 seconds of silence instead of holding its slots forever.
+constexpr int kKeepAliveIdleSeconds = 60;
+constexpr int kKeepAliveIntervalSeconds = 10;
+constexpr int kKeepAliveProbes = 5;
+void enableKeepAlive(int fd);
+
 // Contiguous bytes with a consumed prefix: data() .. data()+size() is unread.
 class Buffer {
  public:
@@ -109,6 +117,10 @@ class Stream {
   void writeChunk(std::string_view s) { writeChunk(s.data(), s.size()); }
   void writeFrom(Stream& source, size_t len);  // moves source input to this output
   size_t pendingOutput() const { return out_.size(); }
+  // Since when the output has been waiting for the peer to take more: set
+  // when a flush leaves bytes behind, moved on by every flush that sends
+  // some, 0 when nothing is stuck (the send timeout's clock).
+  Millis stalledSince() const { return out_.empty() ? 0 : stalled_since_; }
   // Gives back the memory of empty buffers (an idle keep-alive connection
   // then costs no buffer space until its next request).
   void trim();
@@ -171,6 +183,7 @@ class Stream {
   bool handshaking_ = false;
   bool connected_ = false;
   bool dirty_ = false;         // queued for the end-of-iteration flush
+  Millis stalled_since_ = 0;   // see stalledSince()
   bool* destroyed_ = nullptr;  // set by the destructor for a callback still on the stack
   std::string error_reason_;
   static inline uint64_t events_handled_ = 0;

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,6 +28,8 @@ constexpr Millis kFlushMs = 100;
 constexpr Millis kSignalEchoMs = 500;
 constexpr Millis kAcceptPauseMs = 100;
 constexpr Millis kAcceptWarnEveryMs = 10'000;
+constexpr Millis kFullSweepMs = 1'000;
+constexpr int kFullSweepMax = 4096;  // connections refused per sweep at most
 
 std::string peerAddress(const sockaddr* addr) {
   char buf[INET6_ADDRSTRLEN] = "";
@@ -129,6 +132,8 @@ bool Worker::setUp() {
   events_.push_back(grace_);
   accept_pause_ = evtimer_new(base_, &Worker::onAcceptResume, this);
   events_.push_back(accept_pause_);
+  full_sweep_ = event_new(base_, -1, EV_PERSIST, &Worker::onFullSweep, this);
+  events_.push_back(full_sweep_);
   return true;
 }
 
@@ -174,14 +179,23 @@ void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, 
       evutil_closesocket(fd);
       return;
     }
+    const size_t limit = static_cast<size_t>(w->config().max_connections);
+    if (w->connections_.size() >= limit) {  // the rest of an accept batch that reached the limit
+      evutil_closesocket(fd);
+      if (w->context_.segment) w->context_.segment->stats().count(shm::Counter::ConnectionsRefusedTotal);
+      w->becomeFull();
+      return;
+    }
     int one = 1;  // responses are written whole; small ones must not wait for Nagle
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    enableKeepAlive(fd);
     auto* c = new ClientConnection(*w, fd, peerAddress(addr));
     if (!c->start()) {
       delete c;
       return;
     }
     w->connections_.insert(c);
+    if (w->connections_.size() >= limit) w->becomeFull();
   } catch (const std::exception& e) {
     LOG_ERROR("accept: %s", e.what());
   } catch (...) {
@@ -208,13 +222,58 @@ void Worker::onAcceptError(evconnlistener*, void* arg) {
 }
 
 void Worker::onAcceptResume(evutil_socket_t, short, void* arg) {
-  auto* w = static_cast<Worker*>(arg);
-  if (w->draining_) return;
-  for (evconnlistener* l : w->listeners_) evconnlistener_enable(l);
+  static_cast<Worker*>(arg)->enableAccepting();
+}
+
+void Worker::enableAccepting() {
+  if (draining_ || full_ || evtimer_pending(accept_pause_, nullptr)) return;
+  for (evconnlistener* l : listeners_) evconnlistener_enable(l);
+}
+
+// At -max-connections: stop accepting. Connections wait in the listen
+// backlog, where another worker with room takes them; if this worker is
+// still full a second later, what waits is accepted and closed at once
+// (counted in connections_refused_total) rather than left hanging.
+void Worker::becomeFull() {
+  if (full_) return;
+  full_ = true;
+  for (evconnlistener* l : listeners_) evconnlistener_disable(l);
+  Millis now = monotonicMs();
+  if (now - full_warned_ms_ >= kAcceptWarnEveryMs) {
+    LOG_WARN("%zu connections open (-max-connections %d): not accepting until one closes", connections_.size(),
+             config().max_connections);
+    full_warned_ms_ = now;
+  }
+  timeval tv = toTimeval(kFullSweepMs);
+  event_add(full_sweep_, &tv);
+}
+
+void Worker::onFullSweep(evutil_socket_t, short, void* arg) {
+  static_cast<Worker*>(arg)->refuseWaiting();
+}
+
+void Worker::refuseWaiting() {
+  if (!full_) return;
+  uint64_t refused = 0;
+  for (evconnlistener* l : listeners_) {
+    const evutil_socket_t lfd = evconnlistener_get_fd(l);
+    for (int i = 0; i < kFullSweepMax; ++i) {
+      int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      ::close(fd);
+      ++refused;
+    }
+  }
+  if (refused > 0 && context_.segment) context_.segment->stats().count(shm::Counter::ConnectionsRefusedTotal, refused);
 }
 
 void Worker::connectionClosed(ClientConnection* connection) {
   connections_.erase(connection);
+  if (full_ && connections_.size() < static_cast<size_t>(config().max_connections)) {
+    full_ = false;
+    event_del(full_sweep_);
+    enableAccepting();
+  }
   // Freed on the next loop turn: the callback that closed it may still be
   // on the stack and looks at its closed_ flag.
   event_base_once(

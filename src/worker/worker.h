@@ -80,6 +80,7 @@ class Worker final : public ConnectionHost {
   static void onAccept(evconnlistener* listener, evutil_socket_t fd, sockaddr* addr, int len, void* arg);
   static void onAcceptError(evconnlistener* listener, void* arg);
   static void onAcceptResume(evutil_socket_t, short, void* arg);
+  static void onFullSweep(evutil_socket_t, short, void* arg);
   static void onSignal(evutil_socket_t sig, short, void* arg);
   static void onTick(evutil_socket_t, short, void* arg);
   static void onWake(evutil_socket_t fd, short, void* arg);
@@ -100,6 +101,11 @@ class Worker final : public ConnectionHost {
   // stream whose ticket still waits).
   void recheckStreams(bool every);
   void stopNow(int status);
+  // -max-connections: at the limit the worker stops accepting; while it
+  // stays there, what waits for it in the backlog is refused once a second.
+  void becomeFull();
+  void refuseWaiting();
+  void enableAccepting();
 
   WorkerContext context_;
   bool draining_ = false;
@@ -115,6 +121,9 @@ class Worker final : public ConnectionHost {
   event* grace_ = nullptr;
   event* accept_pause_ = nullptr;
   Millis accept_warned_ms_ = -1'000'000;
+  event* full_sweep_ = nullptr;
+  bool full_ = false;
+  Millis full_warned_ms_ = -1'000'000;
   std::unique_ptr<UpstreamPool> pool_;
   AccessLog access_log_;
   std::unordered_set<ClientConnection*> connections_;

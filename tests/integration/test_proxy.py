@@ -493,8 +493,11 @@ class OriginFailureTest(unittest.TestCase):
                 status, _, body = c.get("/slow?timeout=20", timeout=15)
                 self.assertEqual(status, 504)
                 self.assertEqual(body, b"upstream timed out\n")
-                self.assertEqual(c.stats()["occupancy"], 0)
+                # The origin is still working on the request: its slot stays
+                # taken until the origin's response has ended.
+                self.assertEqual(c.stats()["occupancy"], 1)
                 origin.release()
+                self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=10))
                 self.assertEqual(c.get("/after")[0], 200)
         finally:
             origin.stop()

@@ -49,6 +49,8 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "generation",
                                        "ghost_evicted_total",
                                        "live_queue_depth",
+                                       "long_lived_cap",
+                                       "long_lived_in_use",
                                        "long_lived_refused_total",
                                        "max_queue_depth",
                                        "missed_turns_total",
@@ -88,24 +90,20 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   uint64_t n = 100;
-  for (shm::Counter c : {shm::Counter::QueuedTotal, shm::Counter::EvictedTotal, shm::Counter::TimeoutsTotal,
-                         shm::Counter::PromotedTotal, shm::Counter::AssetServedTotal, shm::Counter::AssetDeniedTotal,
-                         shm::Counter::AssetUserThrottledTotal, shm::Counter::AssetGlobalThrottledTotal,
-                         shm::Counter::RingFullTotal, shm::Counter::PassTableFullTotal, shm::Counter::ReloadsTotal,
-                         shm::Counter::WorkerRestartsTotal, shm::Counter::SlotsReclaimedTotal,
-                         shm::Counter::MissedTurnsTotal, shm::Counter::GhostEvictedTotal})
-    room.segment->stats().count(c, n++);
+  for (shm::Counter c : shm::kAllCounters) room.segment->stats().count(c, n++);
   LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
   CHECK(r.body ==
-        "{\"asset_cap\":128,\"asset_denied_total\":105,\"asset_global_throttled_total\":107,"
-        "\"asset_in_flight\":0,\"asset_served_total\":104,\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,"
-        "\"asset_user_throttled_total\":106,\"asset_users\":0,\"cap\":1,\"evicted_total\":101,"
-        "\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,\"max_queue_depth\":100,"
-        "\"missed_turns_total\":113,\"occupancy\":1,"
-        "\"pass_table_full_total\":109,\"promoted_total\":103,\"queue_depth\":0,\"queued_total\":100,"
-        "\"reloads_total\":110,\"ring_full_total\":108,\"slots_reclaimed_total\":112,\"timeouts_total\":102,"
-        "\"token_ttl\":\"5m0s\",\"upstream\":\"http://127.0.0.1:3000\",\"utilization\":0.1,"
-        "\"worker_restarts_total\":111,\"workers\":1}");
+        "{\"asset_cap\":128,\"asset_denied_total\":105,\"asset_global_throttled_total\":107,\"asset_in_flight\":0,"
+        "\"asset_served_total\":104,\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,"
+        "\"asset_user_throttled_total\":106,\"asset_users\":0,\"cap\":1,\"connections_refused_total\":115,"
+        "\"evicted_total\":101,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
+        "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
+        "\"missed_turns_total\":113,\"occupancy\":1,\"pass_table_full_total\":109,\"promoted_total\":103,"
+        "\"queue_depth\":0,\"queued_total\":100,\"reloads_total\":110,\"ring_full_total\":108,"
+        "\"slots_reclaimed_total\":112,\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,"
+        "\"timeouts_keepalive_total\":120,\"timeouts_send_total\":119,\"timeouts_total\":102,"
+        "\"timeouts_tunnel_total\":122,\"timeouts_upstream_read_total\":121,\"token_ttl\":\"5m0s\","
+        "\"upstream\":\"http://127.0.0.1:3000\",\"utilization\":0.1,\"worker_restarts_total\":111,\"workers\":1}");
 }
 
 TEST_CASE("ops: cap endpoint") {
