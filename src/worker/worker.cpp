@@ -87,7 +87,7 @@ bool Worker::setUp() {
 
   for (int fd : context_.listen_fds) {
     evutil_make_socket_nonblocking(fd);
-    evconnlistener* l = evconnlistener_new(base_, &Worker::onAccept, this, 0, -1, fd);
+    evconnlistener* l = evconnlistener_new(base_, &Worker::onAccept, this, 0, 0, fd);  // 0: listening already (the master set the backlog)
     if (!l) {
       LOG_ERROR("worker: cannot listen on fd %d", fd);
       return false;

@@ -8,6 +8,9 @@ requests in flight at once, overall and for page paths. Behaviour by path:
   /sleep?ms=N         sleep N ms then "ok"
   /sse                one event "data: hello\\n\\n" then hold the stream open until release()
                       (or ?timeout=S passes; 30 s by default)
+  /stall?n=BYTES      Content-Length BYTES, half of them, then block until release() (or
+                      ?gate=NAME / ?timeout=S), then the rest
+  /ws                 with Upgrade: 101 Switching Protocols, then echo bytes until EOF
   /echo               echo the request body (Content-Type preserved)
   /big?n=BYTES        BYTES of deterministic data, Content-Length framed
   /chunked?n=BYTES    BYTES of deterministic data, chunked
@@ -154,6 +157,38 @@ class Handler(BaseHTTPRequestHandler):
             rec.gate.wait(float(qs.get("timeout", ["30"])[0]))
             self.close_connection = True
             return
+        if path == "/stall":
+            n = int(qs.get("n", ["100000"])[0])
+            data = pattern(n)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            try:
+                self.wfile.write(data[:n // 2])
+                self.wfile.flush()
+                gate = rec.named_gate(qs["gate"][0]) if "gate" in qs else rec.gate
+                gate.wait(float(qs.get("timeout", ["30"])[0]))
+                self.wfile.write(data[n // 2:])
+            except OSError:
+                pass
+            self.close_connection = True
+            return
+        if path == "/ws" and "upgrade" in self.headers.get("Connection", "").lower():
+            self.send_response(101)
+            self.send_header("Upgrade", self.headers.get("Upgrade", "websocket"))
+            self.send_header("Connection", "Upgrade")
+            self.end_headers()
+            self.wfile.flush()
+            self.close_connection = True
+            try:
+                while True:
+                    data = self.connection.recv(65536)
+                    if not data:
+                        return
+                    self.connection.sendall(data)
+            except OSError:
+                return
         if path == "/echo":
             return self._send(200, body, self.headers.get("Content-Type", "application/octet-stream"))
         if path == "/big":
