@@ -704,8 +704,10 @@ class ExhaustionTest(unittest.TestCase):
         silent.bind(("127.0.0.1", 0))
         silent.listen(64)  # accepts (in the kernel) and never answers
         try:
+            # After a 504 the origin may still be working: the slot is held until it answers, for at
+            # most -upstream-read-timeout more, then its connection is closed and the slot returned.
             concert = Concert(["-upstream", "http://127.0.0.1:%d" % silent.getsockname()[1], "-cap", "4",
-                               "-upstream-timeout", "1s"], workers=2)
+                               "-upstream-timeout", "1s", "-upstream-read-timeout", "2s"], workers=2)
             with concert:
                 results = []
                 threads = [threading.Thread(target=lambda: results.append(concert.get("/never", timeout=15)[0]))
@@ -715,7 +717,7 @@ class ExhaustionTest(unittest.TestCase):
                 for t in threads:
                     t.join(30)
                 self.assertEqual(sorted(results), [504] * 4)
-                self.assertTrue(wait_for(lambda: concert.stats()["occupancy"] == 0, timeout=10))
+                self.assertTrue(wait_for(lambda: concert.stats()["occupancy"] == 0, timeout=3 * 2 + 4))
         finally:
             silent.close()
 
