@@ -360,3 +360,20 @@ TEST_CASE("request head: Concert's cookies are stripped, the rest kept in order"
   CHECK(hasLine(out, "Cookie: a=1; b=2"));
   CHECK(out.find("Cookie:") == out.rfind("Cookie:"));
 }
+
+TEST_CASE("event-stream responses are told by their Content-Type") {
+  auto with = [](std::string type) {
+    ResponseHead r;
+    r.status = 200;
+    r.headers = {{"Cache-Control", "no-cache"}, {"content-type", std::move(type)}};
+    return isEventStream(r);
+  };
+  CHECK(with("text/event-stream"));
+  CHECK(with("Text/Event-Stream; charset=utf-8"));
+  CHECK(with("  text/event-stream"));
+  CHECK_FALSE(with("text/event-streaming"));
+  CHECK_FALSE(with("text/html"));
+  CHECK_FALSE(with(""));
+  ResponseHead none;
+  CHECK_FALSE(isEventStream(none));
+}

@@ -267,3 +267,34 @@ TEST_CASE("Stream: connect succeeds against a listener and fails against a close
     CHECK(!error.empty());
   }
 }
+
+TEST_CASE("Stream: stalledSince is set while the peer takes nothing and cleared once all is sent") {
+  Loop loop;
+  Pair pair;
+  Recorder rec;
+  Stream s(loop.base);
+  REQUIRE(s.attach(pair.ours));
+  s.setCallbacks(&Recorder::onRead, &Recorder::onWrite, &Recorder::onEvent, &rec);
+  CHECK(s.stalledSince() == 0);
+  s.write("small");
+  loop.runUntil([&] { return s.pendingOutput() == 0; });
+  CHECK(s.stalledSince() == 0);  // sent whole: nothing stuck
+  // The peer reads nothing: more than the socket buffers hold stays behind.
+  std::string big(8 << 20, 'x');
+  const concert::Millis before = concert::monotonicMs();
+  s.write(big);
+  loop.runUntil([&] { return s.stalledSince() != 0; });
+  REQUIRE(s.pendingOutput() > 0);
+  CHECK(s.stalledSince() >= before);
+  // The peer drains everything: the stall clock stops.
+  char buf[1 << 16];
+  loop.runUntil(
+      [&] {
+        while (read(pair.theirs, buf, sizeof buf) > 0) {
+        }
+        return s.pendingOutput() == 0;
+      },
+      200000);
+  CHECK(s.pendingOutput() == 0);
+  CHECK(s.stalledSince() == 0);
+}
