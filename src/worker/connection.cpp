@@ -151,6 +151,10 @@ void ClientConnection::checkTimeouts(Millis now) {
     case State::LocalBody:
     case State::Proxying:
       if (!body_done_) {
+        // Body bytes not read because the origin takes them slowly are not
+        // the client's delay.
+        if (sink_ == Sink::Upstream && exchange_.origin() && exchange_.origin()->pendingOutput() >= kHighWater)
+          body_read_ms_ = now;
         const Millis deadline = body_read_ms_ + config.client_body_timeout;
         if (now >= deadline) return timedOut(TimeoutPhase::ClientBody);
         due(deadline);
@@ -717,6 +721,10 @@ void ClientConnection::longLivedOpened() {
 
 void ClientConnection::abortConnection(const char* what) {
   LOG_ERROR("proxy for %s: %s", request_.peer_ip.c_str(), what);
+  // The exchange itself failed: nothing of it is waited for.
+  exchange_.abandon();
+  if (closed_) return;
+  state_ = State::Closing;
   close();
 }
 
