@@ -35,6 +35,11 @@ struct Upstream {
   std::string query;      // target query without '?', "" when none
 };
 
+// -crawler-agents' default: the major search and link-preview crawlers.
+inline constexpr const char kDefaultCrawlerAgents[] =
+    "Googlebot,bingbot,DuckDuckBot,Baiduspider,YandexBot,Applebot,facebookexternalhit,Twitterbot,Slackbot,"
+    "LinkedInBot";
+
 struct Config {
   // -- network and process model
   std::string listen = ":8080";  // restart-only
@@ -68,6 +73,11 @@ struct Config {
   Millis claim_window = 10'000;      // a turn not taken within this stops holding the line
   Millis first_poll_grace = 15'000;  // a ticket never seen again is abandoned after this
   Millis busy_poll = 0;        // 0 = a worker with nothing to do sleeps in epoll_wait at once
+  Millis session_hold = 15'000;  // a session page request waits this long for a slot, then 503
+  double newcomer_share = 0.2;   // 0..1: the line's least share of freed slots while sessions wait
+  int32_t queue_status = 200;    // the waiting page's status for browsers: 200, 429 or 503
+  std::string crawler_agents = kDefaultCrawlerAgents;  // comma list as configured
+  std::vector<std::string> crawler_agent_list;  // derived: lower-case, trimmed, non-empty
   PathList long_lived;  // WebSocket / event-stream paths
   int32_t long_lived_cap = 10000;
   bool secure_cookie = false;

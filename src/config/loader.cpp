@@ -23,6 +23,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -561,6 +562,17 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
   if (config->retry_after < 1) config->retry_after = 1;
   if (config->reaper == 0) config->reaper = kRoomDefaultInterval;
   if (config->token_ttl == 0) config->token_ttl = kRoomDefaultInterval;
+  config->crawler_agent_list.clear();
+  for (size_t from = 0; from <= config->crawler_agents.size();) {
+    size_t to = config->crawler_agents.find(',', from);
+    if (to == std::string::npos) to = config->crawler_agents.size();
+    std::string agent = config->crawler_agents.substr(from, to - from);
+    while (!agent.empty() && (agent.front() == ' ' || agent.front() == '\t')) agent.erase(agent.begin());
+    while (!agent.empty() && (agent.back() == ' ' || agent.back() == '\t')) agent.pop_back();
+    for (char& c : agent) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!agent.empty()) config->crawler_agent_list.push_back(std::move(agent));
+    from = to + 1;
+  }
   config->asset_cap_derived = config->asset_cap == 0;
   if (config->asset_cap_derived) {
     int64_t derived = int64_t{config->cap} * config->asset_user_cap_h2;

@@ -53,6 +53,26 @@ std::string checkSkipUrl(std::string_view value) {
   return "must be an http(s) URL or a path starting with '/'";
 }
 
+// A share of freed slots: a number from 0 to 1.
+std::string checkShare(std::string_view value) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec == std::errc() && end == value.data() + value.size() && v > 1) return "must be between 0 and 1";
+  return {};
+}
+
+std::string checkQueueStatus(std::string_view value) {
+  if (value == "200" || value == "429" || value == "503") return {};
+  return "must be 200, 429 or 503";
+}
+
+// Comma-separated User-Agent substrings; each is matched without case.
+std::string checkAgentList(std::string_view value) {
+  for (char c : value)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "must not contain control characters";
+  return {};
+}
+
 std::string checkHeaderName(std::string_view value) {
   static constexpr std::string_view kTokenPunct = "!#$%&'*+-.^_`|~";
   for (char c : value) {
@@ -149,6 +169,20 @@ const Setting kSettings[] = {
      &Config::long_lived, nullptr},
     {"long-lived-cap", "CONCERT_LONG_LIVED_CAP", VT::Int, "10000", 1, kInt32Max, false, R::Live, kRoom,
      "open long-lived connections at once, all workers (over it 503)", &Config::long_lived_cap, nullptr},
+    {"session-hold", "CONCERT_SESSION_HOLD", VT::Duration, "15s", 1, kHour, false, R::Live, kRoom,
+     "a page request with a valid concert_admit pass is never sent to the waiting page: with no slot free it is "
+     "held, ahead of the line, up to this long (then 503)",
+     &Config::session_hold, nullptr},
+    {"newcomer-share", "CONCERT_NEWCOMER_SHARE", VT::Float, "0.2", 0, 0, false, R::Live, kRoom,
+     "while sessions and the line both wait, at least this share of freed slots goes to the line (0 to 1)",
+     &Config::newcomer_share, checkShare},
+    {"queue-status", "CONCERT_QUEUE_STATUS", VT::Int, "200", 200, 503, false, R::Live, kRoom,
+     "status of the waiting page for browsers: 200, 429 or 503", &Config::queue_status, checkQueueStatus},
+    {"crawler-agents", "CONCERT_CRAWLER_AGENTS", VT::String, std::string_view(kDefaultCrawlerAgents), 0, 0, false,
+     R::Live, kRoom,
+     "User-Agent substrings (comma separated, any case) of crawlers: when they would queue they get 503 + "
+     "Retry-After, no ticket",
+     &Config::crawler_agents, checkAgentList},
     {"secure-cookie", "CONCERT_SECURE_COOKIE", VT::Bool, "false", 0, 0, false, R::Live, kRoom,
      "mark every cookie Secure", &Config::secure_cookie, nullptr},
     {"cookie-path", "CONCERT_COOKIE_PATH", VT::String, "/", 0, 0, false, R::Live, kRoom,

@@ -119,6 +119,10 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"upstream-read-timeout", "CONCERT_UPSTREAM_READ_TIMEOUT"},
       {"long-lived", "CONCERT_LONG_LIVED"},
       {"long-lived-cap", "CONCERT_LONG_LIVED_CAP"},
+      {"session-hold", "CONCERT_SESSION_HOLD"},
+      {"newcomer-share", "CONCERT_NEWCOMER_SHARE"},
+      {"queue-status", "CONCERT_QUEUE_STATUS"},
+      {"crawler-agents", "CONCERT_CRAWLER_AGENTS"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;
