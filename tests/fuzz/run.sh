@@ -35,8 +35,8 @@ LDFLAGS="$SAN -fsanitize=fuzzer"
 
 # Sources from src/ per target (the link pulls in nothing else).
 declare -A SOURCES=(
-  [request]="src/http/parser.cpp src/http/request.cpp"
-  [response]="src/http/parser.cpp src/http/request.cpp"
+  [request]="src/http/parser.cpp src/http/path.cpp src/http/request.cpp"
+  [response]="src/http/parser.cpp src/http/path.cpp src/http/request.cpp"
   [cookies]="src/admission/cookies.cpp src/http/request.cpp"
   [pass]="src/admission/pass.cpp"
   [ticket]="src/admission/cookies.cpp src/http/request.cpp"
