@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "http/path.h"
+
 namespace concert::http {
 
 namespace {
@@ -353,7 +355,24 @@ ParseStatus MessageParser::finishRequestHead() {
   size_t q = target.find('?');
   r.raw_path.assign(target.substr(0, q));
   if (q != std::string_view::npos) r.query.assign(target.substr(q + 1));
+  // Every escape as sent must be well-formed, even one a ".." removes.
   if (!percentDecodePath(r.raw_path, r.path)) return fail(400, "bad percent-encoding");
+  // One path from here on: the router, the guards and the forwarded head all
+  // see the path without its dot-segments (see http/path.h).
+  switch (normalisePath(r.raw_path, path_scratch_)) {
+    case PathNormalisation::Unchanged: break;
+    case PathNormalisation::Normalised:
+      r.raw_path.swap(path_scratch_);
+      percentDecodePath(r.raw_path, r.path);  // cannot fail: the escapes were checked above
+      break;
+    case PathNormalisation::AboveRoot: return fail(400, "path climbs above the root");
+    case PathNormalisation::NotAbsolute: return fail(400, "bad request target");
+  }
+  // "%2F" stays opaque in the forwarded path but is a '/' in the decoded one
+  // the router matches: a "." or ".." that only becomes a segment once "%2F"
+  // is decoded ("/static%2F..%2Fcheckout") would route one path and reach an
+  // origin that decodes "%2F" as another, so it is refused.
+  if (hasDotSegment(r.path, false)) return fail(400, "dot-segment behind an encoded slash");
 
   std::string_view connection;
   std::string conn_joined = joinHeader(r.headers, "Connection");

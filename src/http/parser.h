@@ -11,9 +11,12 @@
 //
 // Request heads are validated beyond llhttp: bare LF line
 // ends, obs-fold, CL+TE, any Transfer-Encoding other than exactly "chunked",
-// missing or repeated Host on HTTP/1.1, bad target → 400; URI > 8 KiB → 414;
+// missing or repeated Host on HTTP/1.1, bad target, a path whose ".." climbs
+// above "/" or whose "." / ".." hides behind "%2F" → 400; URI > 8 KiB → 414;
 // header section > 32 KiB → 431; version other than 1.0/1.1 → 505; CONNECT →
-// 405 (Concert is not a forward proxy).
+// 405 (Concert is not a forward proxy). An accepted head's path has no
+// dot-segments left (http/path.h): raw_path is what the origin is sent and
+// path, its decoded form, is what the router matches.
 #pragma once
 
 #include <llhttp.h>
@@ -96,7 +99,8 @@ class MessageParser {
   Request request_;
   ResponseHead response_;
   Headers* headers_;
-  Headers spare_;  // cleared headers whose strings keep their capacity
+  Headers spare_;             // cleared headers whose strings keep their capacity
+  std::string path_scratch_;  // normalised path, swapped with raw_path (both keep their capacity)
   static constexpr size_t kMaxSpareHeaders = 64;
   bool in_body_ = false;
   bool last_was_value_ = false;

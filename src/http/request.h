@@ -26,9 +26,9 @@ std::string joinHeader(const Headers& headers, std::string_view name, std::strin
 
 struct Request {
   std::string method;    // as sent, e.g. "GET"
-  std::string target;    // request-target as sent: "/a%20b?x=1"
-  std::string path;      // percent-decoded path, query removed: "/a b"
-  std::string raw_path;  // path as sent, query removed: "/a%20b"
+  std::string target;    // request-target as sent: "/a/./%2e%2e/b%20c?x=1"
+  std::string path;      // raw_path percent-decoded: "/b c" (routing and guards match this)
+  std::string raw_path;  // path as sent without its dot-segments, query removed: "/b%20c" (forwarded)
   std::string query;     // after '?', "" when none
   int http_major = 1;
   int http_minor = 1;

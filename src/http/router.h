@@ -6,7 +6,9 @@
 //   -asset-public -> public asset guard;  -long-lived -> page admission, then
 //   the long-lived cap once the origin's tunnel or event stream opens;
 //   everything else -> page admission.
-// Matching uses the decoded path; the query is ignored.
+// Matching uses the decoded path, after the parser removed its dot-segments
+// (http/path.h), so a rule sees the path the origin is sent; the query is
+// ignored.
 #pragma once
 
 #include <string_view>

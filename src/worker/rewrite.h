@@ -27,6 +27,8 @@ bool isHopByHop(std::string_view name);
 
 // Path and query sent to the origin: the upstream base path joined with the
 // request path by a single slash, the upstream query merged with the request's.
+// The request path is raw_path: escapes as sent, dot-segments removed by the
+// parser, i.e. the path the router matched.
 std::string upstreamTarget(const config::Upstream& upstream, const http::Request& request);
 
 // The whole request head toward the origin (ends with the blank line):

@@ -83,6 +83,9 @@ TEST_CASE("config corpus") {
 TEST_CASE("pathlist corpus") {
   replayCorpus("pathlist", &concert::fuzz::fuzzPathList);
 }
+TEST_CASE("path corpus") {
+  replayCorpus("path", &concert::fuzz::fuzzPath);
+}
 TEST_CASE("ticket corpus") {
   replayCorpus("ticket", &concert::fuzz::fuzzTicket);
 }

@@ -14,11 +14,16 @@
 //     decimal Content-Length, one Host on HTTP/1.1, no CR/LF/NUL in values,
 //     token header names, URI <= 8 KiB, header section <= 32 KiB, origin-form
 //     path, HTTP/1.0 or 1.1, never CONNECT;
+//   * the path handed on is normalised: raw_path starts with '/', has no
+//     dot-segment (literal or %2e) and normalises to itself; the decoded path
+//     has no dot-segment either; the target's own path, normalised, is
+//     raw_path (the origin is sent what the router matched);
 //   * a rejection carries one of the statuses the data path answers with.
 #include <string>
 
 #include "fuzz_target.h"
 #include "http/parser.h"
+#include "http/path.h"
 
 namespace concert::fuzz {
 namespace {
@@ -45,6 +50,29 @@ std::string_view trimmed(std::string_view s) {
   return s;
 }
 
+void checkNormalisedPath(const Request& r) {
+  FUZZ_ASSERT(!http::hasDotSegment(r.raw_path));
+  FUZZ_ASSERT(!http::hasDotSegment(r.path, false));
+  std::string scratch;
+  FUZZ_ASSERT(http::normalisePath(r.raw_path, scratch) == http::PathNormalisation::Unchanged);
+  std::string decoded;
+  FUZZ_ASSERT(http::percentDecodePath(r.raw_path, decoded) && decoded == r.path);
+  // The path as sent (origin-form or the path part of absolute-form).
+  std::string_view sent = r.target;
+  if (!sent.empty() && sent.front() != '/') {
+    size_t scheme = sent.find("://");
+    FUZZ_ASSERT(scheme != std::string_view::npos);
+    sent.remove_prefix(scheme + 3);
+    size_t slash = sent.find('/');
+    FUZZ_ASSERT(slash != std::string_view::npos);
+    sent.remove_prefix(slash);
+  }
+  sent = sent.substr(0, sent.find('?'));
+  http::PathNormalisation n = http::normalisePath(sent, scratch);
+  FUZZ_ASSERT(n == http::PathNormalisation::Unchanged || n == http::PathNormalisation::Normalised);
+  FUZZ_ASSERT((n == http::PathNormalisation::Unchanged ? std::string(sent) : scratch) == r.raw_path);
+}
+
 void checkAcceptedHead(const Request& r) {
   FUZZ_ASSERT(r.http_major == 1 && (r.http_minor == 0 || r.http_minor == 1));
   FUZZ_ASSERT(r.method != "CONNECT");
@@ -54,6 +82,7 @@ void checkAcceptedHead(const Request& r) {
   FUZZ_ASSERT(!r.path.empty() && r.path.front() == '/');
   for (unsigned char c : r.raw_path) FUZZ_ASSERT(c > 0x20 && c != 0x7f && c != '#' && c != '?');
   for (unsigned char c : r.query) FUZZ_ASSERT(c > 0x20 && c != 0x7f && c != '#');
+  checkNormalisedPath(r);
 
   size_t header_bytes = 0;
   int hosts = 0, content_lengths = 0;

@@ -3,7 +3,7 @@
 # for a bounded time (`make fuzz`).
 #
 #   FUZZ_SECONDS=60     seconds per target (default 60)
-#   FUZZ_TARGETS="..."  subset of: request response cookies pass ticket config pathlist
+#   FUZZ_TARGETS="..."  subset of: request response cookies pass ticket config pathlist path
 #   FUZZ_BUILD=dir      where binaries and the growing work corpora go (default build-fuzz)
 #
 # Inputs: the checked-in seeds in tests/fuzz/corpus/<target>/ (read only) plus
@@ -21,7 +21,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
-TARGETS=${FUZZ_TARGETS:-"request response cookies pass ticket config pathlist"}
+TARGETS=${FUZZ_TARGETS:-"request response cookies pass ticket config pathlist path"}
 OUT=${FUZZ_BUILD:-build-fuzz}
 LLHTTP_SRC=${LLHTTP_SRC:-/usr/share/llhttp}
 LLHTTP_INC=${LLHTTP_INC:-/usr/share/include/llhttp}
@@ -35,22 +35,24 @@ LDFLAGS="$SAN -fsanitize=fuzzer"
 
 # Sources from src/ per target (the link pulls in nothing else).
 declare -A SOURCES=(
-  [request]="src/http/parser.cpp src/http/request.cpp"
-  [response]="src/http/parser.cpp src/http/request.cpp"
+  [request]="src/http/parser.cpp src/http/path.cpp src/http/request.cpp"
+  [response]="src/http/parser.cpp src/http/path.cpp src/http/request.cpp"
   [cookies]="src/admission/cookies.cpp src/http/request.cpp"
   [pass]="src/admission/pass.cpp"
   [ticket]="src/admission/cookies.cpp src/http/request.cpp"
   [config]="src/config/*.cpp src/common/*.cpp"
   [pathlist]="src/config/parse.cpp src/config/config.cpp"
+  [path]="src/http/path.cpp"
 )
 declare -A LIBS=(
   [request]="llhttp" [response]="llhttp" [cookies]="" [pass]="-lssl -lcrypto"
-  [ticket]="" [config]="-lyaml-cpp -lssl -lcrypto" [pathlist]=""
+  [ticket]="" [config]="-lyaml-cpp -lssl -lcrypto" [pathlist]="" [path]=""
 )
 declare -A MAXLEN=(
-  [request]=36000 [response]=16384 [cookies]=4096 [pass]=256 [ticket]=128 [config]=8192 [pathlist]=2048
+  [request]=36000 [response]=16384 [cookies]=4096 [pass]=256 [ticket]=128 [config]=8192 [pathlist]=2048 [path]=1024
 )
-declare -A DICT=([request]=tests/fuzz/http.dict [response]=tests/fuzz/http.dict [config]=tests/fuzz/config.dict)
+declare -A DICT=([request]=tests/fuzz/http.dict [response]=tests/fuzz/http.dict [config]=tests/fuzz/config.dict
+  [path]=tests/fuzz/path.dict)
 
 command -v "$CXX" >/dev/null || { echo "run.sh: $CXX not found (make deps-fuzz installs clang)"; exit 2; }
 mkdir -p "$OUT/obj" "$OUT/corpus" tests/fuzz/artifacts

@@ -6,6 +6,7 @@
 #include "config/config.h"
 #include "worker/access_log.h"
 #include "worker/rewrite.h"
+#include "http/parser.h"
 #include "http/response.h"
 
 using namespace concert;
@@ -170,6 +171,26 @@ TEST_CASE("upstream target joins paths with a single slash and merges queries") 
   r.raw_path = "/a%2Fb";
   u = {};
   CHECK(upstreamTarget(u, r) == "/a%2Fb");
+}
+
+TEST_CASE("the origin is sent the path the parser normalised, with the query as sent") {
+  config::Config c = sampleConfig();
+  auto forwarded = [&](const std::string& target) {
+    MessageParser p(MessageParser::Kind::Request);
+    std::string text = "GET " + target + " HTTP/1.1\r\nHost: h\r\n\r\n";
+    size_t consumed = 0;
+    REQUIRE(p.feedHead(text.data(), text.size(), &consumed) == ParseStatus::HeadDone);
+    std::string out;
+    buildUpstreamRequestHead(p.request(), c, out);
+    return out.substr(0, out.find("\r\n"));
+  };
+  CHECK(forwarded("/static/../checkout") == "GET /checkout HTTP/1.1");
+  CHECK(forwarded("/static/%2E%2e/checkout?a=/../b") == "GET /checkout?a=/../b HTTP/1.1");
+  CHECK(forwarded("/static/./x.css") == "GET /static/x.css HTTP/1.1");
+  CHECK(forwarded("/a%2Fb/./c%20d") == "GET /a%2Fb/c%20d HTTP/1.1");
+  CHECK(forwarded("/a//b/") == "GET /a//b/ HTTP/1.1");
+  c.upstream.path = "/base";
+  CHECK(forwarded("/x/../y") == "GET /base/y HTTP/1.1");
 }
 
 TEST_CASE("request head toward the origin: hop-by-hop removed, forwarding headers replaced") {
