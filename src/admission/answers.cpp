@@ -46,9 +46,10 @@ http::LocalResponse waitingResponse(const config::Config& config, const http::Re
                  .add("status_url", "/queue/status")
                  .str();
   } else {
-    r.status = 200;
+    r.status = config.queue_status;  // -queue-status: 200, 429 or 503
     r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
     r.headers.push_back(header("Cache-Control", "no-store"));
+    if (r.status != 200) r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
     r.body = renderWaitingPage(config, position);
   }
   addPlaceCookies(config, request, cookie, r.headers);
@@ -62,18 +63,27 @@ void addPlaceCookies(const config::Config& config, const http::Request& request,
 }
 
 http::LocalResponse roomFullResponse(const config::Config& config, const http::Request& request) {
+  return unavailableResponse(config, request, "waiting room is full", kQueueFullHtml);
+}
+
+http::LocalResponse busyResponse(const config::Config& config, const http::Request& request, std::string_view error) {
+  return unavailableResponse(config, request, error, kBusyHtml);
+}
+
+http::LocalResponse unavailableResponse(const config::Config& config, const http::Request& request,
+                                        std::string_view error, std::string_view html) {
   http::LocalResponse r;
   r.status = 503;
   if (config.api_json && !wantsHtml(request)) {
     r.headers.push_back(header("Content-Type", std::string(kJsonType)));
     r.body = common::JsonObject()
-                 .add("error", "waiting room is full")
+                 .add("error", error)
                  .add("queued", false)
                  .add("retry_after_seconds", config.retry_after)
                  .str();
   } else {
     r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
-    r.body = std::string(kQueueFullHtml);
+    r.body = std::string(html);
   }
   r.headers.push_back(header("Cache-Control", "no-store"));
   r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));

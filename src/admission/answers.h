@@ -45,6 +45,15 @@ void addPlaceCookies(const config::Config& config, const http::Request& request,
 // both carry Retry-After: -retry-after and Cache-Control: no-store.
 http::LocalResponse roomFullResponse(const config::Config& config, const http::Request& request);
 
+// The answer for a request that cannot wait in line: a session held past
+// -session-hold, a form that would queue, a crawler. 503 with Retry-After,
+// JSON {"error": error, ...} or the small "busy" HTML page.
+http::LocalResponse busyResponse(const config::Config& config, const http::Request& request, std::string_view error);
+
+// roomFullResponse and busyResponse: 503 + Retry-After, JSON or `html`.
+http::LocalResponse unavailableResponse(const config::Config& config, const http::Request& request,
+                                        std::string_view error, std::string_view html);
+
 // An empty-bodied response with an optional Retry-After (asset tier, ops).
 http::LocalResponse emptyResponse(int status, int retry_after = 0);
 

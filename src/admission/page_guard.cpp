@@ -34,6 +34,21 @@
 // for it exists. If the worker dies, the master returns its page slots from
 // the slot's ledger.
 //
+// Sessions (traffic.md §3). A request with a valid concert_admit pass
+// (session.h) never gets the waiting page: it takes a slot when the line is
+// not owed one (shm/sessions.h), else it is held on its connection ahead of
+// every ticket, for at most -session-hold, then answered 503 + Retry-After.
+//
+//   Start ──(session, slot for it)──────────────────────────────────────▶ Holding
+//     └─(session, none)─▶ SessionHeld ──(a slot for it)──────────────────▶ Holding
+//                              └──-session-hold, or the worker drains──▶ Done: 503
+//
+// Forms (a body, or a method other than GET/HEAD) and crawlers
+// (-crawler-agents) never get the waiting page either. Without a pass a form
+// that has to queue is held with -queue-hold and answered 503 when the hold
+// runs out, else answered 503 at once; a crawler that would queue gets 503 and
+// no ticket. Both go straight in like anyone when nobody waits.
+//
 // Held requests (-queue-hold). A page request whose ticket has to wait is
 // parked on its connection instead of being answered, for at most
 // -queue-hold. Every recheck (PageSlot wake-up, the worker's 250 ms timer)
@@ -52,6 +67,7 @@
 #include "admission/cookies.h"
 #include "admission/pass.h"
 #include "admission/saturation_log.h"
+#include "admission/session.h"
 
 namespace concert::admission {
 namespace {
@@ -66,6 +82,7 @@ class PageGuard final : public RequestGuard {
     switch (state_) {
       case State::Start: return start(request, now);
       case State::Held: return retryHold(request, now);
+      case State::SessionHeld: return retrySession(request);
       case State::Holding: return proceed(request);
       case State::Done: break;
     }
@@ -74,6 +91,10 @@ class PageGuard final : public RequestGuard {
 
   http::LocalResponse timedOut(const http::Request& request, Millis now) override {
     if (state_ == State::Held) return holdExpired(request, now).response;
+    if (state_ == State::SessionHeld) {
+      leaveSessionWait();
+      return respond(busyResponse(config_, request, "no slot freed in time"), Outcome::Rejected).response;
+    }
     state_ = State::Done;
     outcome_ = Outcome::Rejected;
     return roomFullResponse(config_, request);
@@ -89,6 +110,7 @@ class PageGuard final : public RequestGuard {
       leaveHold();
       if (!cookie_presented_) tickets().retire(cookie_.ticket, true);
     }
+    leaveSessionWait();
     if (holding_page_) {
       holding_page_ = false;
       // Edge-triggered like the original: only the full -> not-full step logs.
@@ -102,12 +124,15 @@ class PageGuard final : public RequestGuard {
   Outcome outcome() const override { return outcome_; }
 
  private:
-  enum class State { Start, Held, Holding, Done };
+  enum class State { Start, Held, SessionHeld, Holding, Done };
 
   shm::Segment& segment() const { return *context_.segment; }
   shm::TicketRing& tickets() const { return segment().tickets(); }
 
   Admission start(const http::Request& request, Millis now) {
+    if (sessionPass(context_, request, unixSeconds())) return session(request, now);
+    form_ = request.hasBody() || (request.method != "GET" && request.method != "HEAD");
+    crawler_ = isCrawler(request);
     std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
     std::optional<shm::TicketCookie> cookie = value ? decodeTicketCookie(*value) : std::nullopt;
     if (cookie) {
@@ -125,10 +150,14 @@ class PageGuard final : public RequestGuard {
   // A new arrival: straight in when nobody waits and a slot is free, else a
   // ticket at the back of the line (or the breaker).
   Admission arrive(const http::Request& request, Millis now) {
-    if (tickets().liveQueueDepth() == 0 && segment().pages().tryAcquire(context_.slot)) {
+    if (tickets().liveQueueDepth() == 0 && segment().sessions().waiting() == 0 &&
+        segment().pages().tryAcquire(context_.slot)) {
       holding_page_ = true;
       return admitted(request);
     }
+    // No ticket for what will never wait in line.
+    if (crawler_) return respond(busyResponse(config_, request, "crawlers are not queued"), Outcome::Rejected);
+    if (form_ && !holds()) return formRefused(request);
     shm::Issued issued = tickets().issue(context_.slot, config_.max_queue, now);
     switch (issued.outcome) {
       case shm::IssueOutcome::Queued:
@@ -145,6 +174,7 @@ class PageGuard final : public RequestGuard {
     if (!segment().pages().tryAcquire(context_.slot)) return false;
     if (tickets().claim(cookie)) {
       holding_page_ = true;
+      segment().sessions().lineAdmitted();
       return true;
     }
     segment().pages().release(context_.slot);
@@ -160,7 +190,10 @@ class PageGuard final : public RequestGuard {
   Admission queued(const http::Request& request, const shm::TicketCookie& cookie, int64_t position, Millis now,
                    bool presented, bool turn_came) {
     const bool hold = holds();
-    if (!hold && (!turn_came || waiters_.draining())) return waiting(request, cookie, position);
+    if (!hold && (!turn_came || waiters_.draining())) {
+      if (form_) return formRefused(request);
+      return waiting(request, cookie, position);
+    }
     cookie_ = cookie;
     cookie_presented_ = presented;
     position_ = position;
@@ -220,12 +253,80 @@ class PageGuard final : public RequestGuard {
   // cookies that keep the visitor's place. The ticket stays in line.
   Admission holdExpired(const http::Request& request, Millis now) {
     leaveHold();
+    if (form_) {
+      // A ticket issued for this form was never seen by anyone: it leaves.
+      if (!cookie_presented_) tickets().retire(cookie_.ticket, true);
+      return formRefused(request);
+    }
     shm::TicketView view = tickets().render(cookie_, now, config_.token_ttl);
     if (view.state == shm::TicketState::Waiting) position_ = view.position;
     return waiting(request, cookie_, position_);
   }
 
   void leaveHold() { waiters_.unpark(shm::Resource::PageSlot); }
+
+  // A form never gets the waiting page: its reload would lose what was typed.
+  Admission formRefused(const http::Request& request) {
+    return respond(busyResponse(config_, request, "the form could not wait in line"), Outcome::Rejected);
+  }
+
+  bool isCrawler(const http::Request& request) const {
+    if (config_.crawler_agent_list.empty()) return false;
+    std::string agent = http::joinHeader(request.headers, "User-Agent");
+    for (char& c : agent) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const std::string& needle : config_.crawler_agent_list)
+      if (agent.find(needle) != std::string::npos) return true;
+    return false;
+  }
+
+  // ---------------------------------------------------------- sessions
+
+  Admission session(const http::Request& request, Millis now) {
+    if (takeSessionSlot()) return admitted(request);
+    if (waiters_.draining()) return respond(busyResponse(config_, request, "no slot free"), Outcome::Rejected);
+    state_ = State::SessionHeld;
+    hold_deadline_ = now + config_.session_hold;
+    segment().sessions().enter(context_.slot);
+    in_session_wait_ = true;
+    // Registered before the first check, as for held tickets.
+    waiters_.park(shm::Resource::PageSlot);
+    return retrySession(request);
+  }
+
+  Admission retrySession(const http::Request& request) {
+    if (waiters_.draining()) {
+      leaveSessionWait();
+      return respond(busyResponse(config_, request, "no slot free"), Outcome::Rejected);
+    }
+    if (takeSessionSlot()) {
+      leaveSessionWait();
+      return admitted(request);
+    }
+    Admission a;
+    a.kind = Admission::Kind::Wait;
+    a.deadline = hold_deadline_;
+    a.resource = shm::Resource::PageSlot;
+    return a;
+  }
+
+  // A slot for a session: any free one the line is not owed (shm/sessions.h).
+  bool takeSessionSlot() {
+    shm::Sessions& sessions = segment().sessions();
+    const int64_t line = tickets().liveQueueDepth();
+    const int64_t free = static_cast<int64_t>(segment().pages().cap()) - segment().pages().occupancy();
+    if (free - sessions.owed(line) <= 0) return false;
+    if (!segment().pages().tryAcquire(context_.slot)) return false;
+    holding_page_ = true;
+    sessions.sessionAdmitted(line, config_.newcomer_share);
+    return true;
+  }
+
+  void leaveSessionWait() {
+    if (!in_session_wait_) return;
+    in_session_wait_ = false;
+    waiters_.unpark(shm::Resource::PageSlot);
+    segment().sessions().leave(context_.slot);
+  }
 
   Admission admitted(const http::Request& request) {
     state_ = State::Holding;
@@ -272,6 +373,9 @@ class PageGuard final : public RequestGuard {
   bool holding_page_ = false;
   shm::TicketCookie cookie_;       // Held: the waiting ticket
   bool cookie_presented_ = false;  // Held: the request came with that ticket's cookie
+  bool form_ = false;              // a body, or a method other than GET/HEAD
+  bool crawler_ = false;           // User-Agent matches -crawler-agents
+  bool in_session_wait_ = false;   // counted in Sessions::waiting()
   int64_t position_ = 1;           // Held: its last known position
   Millis hold_deadline_ = 0;
   std::optional<std::string> pass_cookie_;

@@ -9,5 +9,8 @@ namespace concert::admission {
 extern const std::string_view kWaitingRoomHtml;
 // The 503 page for browsers when the queue is full (the breaker).
 extern const std::string_view kQueueFullHtml;
+// The 503 page for browsers when a request cannot wait in line: a session
+// held past -session-hold, a form that would queue, a crawler.
+extern const std::string_view kBusyHtml;
 
 }  // namespace concert::admission

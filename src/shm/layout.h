@@ -44,7 +44,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 3;
+constexpr uint32_t kLayoutVersion = 4;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -139,6 +139,7 @@ struct alignas(64) Header {
   alignas(64) std::atomic<uint64_t> next_ticket;  // next number to issue (first is 1)
   alignas(64) std::atomic<uint64_t> low_water;    // no ticket below it is Reserved or Waiting
   alignas(64) std::atomic<uint64_t> utilization;  // bit pattern of a double
+  alignas(64) std::atomic<int64_t> line_credit;   // sessions.h: the line's owed slots, in thousandths
   PaddedCounter counters[kCounterCount];          // one per CONCERT_COUNTERS entry
 };
 
@@ -148,6 +149,7 @@ struct alignas(64) SlotRecord {
   alignas(64) std::atomic<int64_t> page;
   alignas(64) std::atomic<int64_t> asset;
   alignas(64) std::atomic<int64_t> long_lived;
+  alignas(64) std::atomic<int64_t> sessions_waiting;  // sessions.h
   alignas(64) std::atomic<int64_t> pid;
   std::atomic<int64_t> heartbeat;
   std::atomic<uint32_t> generation;

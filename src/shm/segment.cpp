@@ -107,7 +107,8 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
               nullptr, "asset"),
       long_lived_(mapping_->layout, slots_, &SlotRecord::long_lived, &mapping_->layout.header->long_lived_cap,
                   Resource::LongLivedSlot, nullptr, "long-lived"),
-      tickets_(mapping_->layout, slots_, pages_),
+      sessions_(mapping_->layout, slots_),
+      tickets_(mapping_->layout, slots_, pages_, sessions_),
       passes_(mapping_->layout, slots_),
       stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, slots_) {}
 
@@ -182,6 +183,7 @@ ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
   report.page_slots = reclaim(pages_);
   report.asset_slots = reclaim(assets_);
   report.long_lived_slots = reclaim(long_lived_);
+  reclaim(sessions_);
   report.tickets_finished = reclaim(tickets_);
   report.pass_holds = reclaim(passes_);
   slots_.reclaim(slot);  // last: the slot is free once everything it held is back

@@ -36,6 +36,7 @@
 
 #include "shm/pass_table.h"
 #include "shm/semaphore.h"
+#include "shm/sessions.h"
 #include "shm/stats.h"
 #include "shm/tickets.h"
 #include "shm/types.h"
@@ -70,6 +71,8 @@ class Segment {
   void setLongLivedCap(int32_t cap);  // master, on reload
   PassTable& passes() { return passes_; }
   const PassTable& passes() const { return passes_; }
+  Sessions& sessions() { return sessions_; }
+  const Sessions& sessions() const { return sessions_; }
   WorkerSlots& slots() { return slots_; }
   const WorkerSlots& slots() const { return slots_; }
   Stats& stats() { return stats_; }
@@ -90,6 +93,7 @@ class Segment {
   PageSemaphore pages_;
   Semaphore assets_;
   Semaphore long_lived_;
+  Sessions sessions_;
   TicketRing tickets_;
   PassTable passes_;
   Stats stats_;

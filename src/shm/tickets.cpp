@@ -7,6 +7,7 @@
 #include "shm/layout.h"
 #include "shm/nonce.h"
 #include "shm/semaphore.h"
+#include "shm/sessions.h"
 #include "shm/worker_slots.h"
 
 namespace concert::shm {
@@ -106,7 +107,8 @@ bool reusable(uint64_t word) {
 }  // namespace
 
 int64_t TicketRing::freeSlots(int64_t own) const {
-  return static_cast<int64_t>(pages_->cap()) - pages_->occupancy() + own;
+  const int64_t free = static_cast<int64_t>(pages_->cap()) - pages_->occupancy() + own;
+  return sessions_->lineFree(free, liveQueueDepth());
 }
 
 void TicketRing::fillView(uint64_t ticket, uint64_t word, TicketView& view) const {

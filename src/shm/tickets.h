@@ -29,9 +29,12 @@
 // is reused for t + R once t is below L and not Returned: a Missed ticket
 // that old loses its place (its holder comes back as a new arrival).
 //
-// Order of admission when a slot frees: Returned tickets first (a holder who
-// missed its turn and came back keeps its place, ahead of the line), then the
-// line in ticket order. With free = cap - occupancy (page semaphore):
+// Order of admission when a slot frees: sessions first (admitted visitors
+// clicking on; sessions.h keeps the line's share of slots while both wait),
+// then Returned tickets (a holder who missed its turn and came back keeps its
+// place, ahead of the line), then the line in ticket order. With free = the
+// free slots the line sees (cap - occupancy, less what waiting sessions go
+// first for: Sessions::lineFree):
 //   a Returned ticket is ready iff free > 0;
 //   a Waiting ticket t is ready iff waiting[L, t) + returned < free.
 // Position (what the visitor is shown) = waiting[L, t) + 1: live visitors
@@ -92,12 +95,13 @@
 namespace concert::shm {
 
 class Semaphore;
+class Sessions;
 struct TicketEntry;
 
 class TicketRing final : public Handle {
  public:
-  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages)
-      : Handle(layout, slots), pages_(&pages) {}
+  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, const Sessions& sessions)
+      : Handle(layout, slots), pages_(&pages), sessions_(&sessions) {}
 
   // A new arrival joins the line at the back. The breaker first: max_queue > 0
   // and liveQueueDepth() >= max_queue. queued_total is counted here.
@@ -141,13 +145,16 @@ class TicketRing final : public Handle {
 
  private:
   int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved tickets
-  int64_t freeSlots(int64_t own) const;       // cap - occupancy (+ own: slots the caller holds for this)
+  // cap - occupancy (+ own: slots the caller holds for this), less what
+  // waiting sessions go first for (sessions.h).
+  int64_t freeSlots(int64_t own) const;
   void fillView(uint64_t ticket, uint64_t word, TicketView& view) const;
   // Touch shared by render, touch and poll: nullptr when the cookie names no
   // live ticket (view Unknown, or Expired after retiring it).
   TicketEntry* touchLive(const TicketCookie& cookie, Millis now, Millis ttl, TicketView& view);
 
   const Semaphore* pages_;
+  const Sessions* sessions_;
 };
 
 }  // namespace concert::shm
