@@ -294,9 +294,14 @@ void OriginExchange::originEvent(short events) {
     reason = "origin closed the connection";
   }
 
-  // Only a request without a body can be sent again: its bytes were not
-  // lost with the connection that failed.
-  const bool replayable = !client_.request().hasBody();
+  // Only an idempotent request without a body is ever sent twice: a body's
+  // bytes went with the connection that failed, and a POST the origin may
+  // have acted on must not be repeated (a form reaches the origin once or
+  // not at all).
+  const http::Request& sent = client_.request();
+  const bool idempotent = sent.method == "GET" || sent.method == "HEAD" || sent.method == "OPTIONS" ||
+                          sent.method == "PUT" || sent.method == "DELETE" || sent.method == "TRACE";
+  const bool replayable = idempotent && !sent.hasBody();
   if (!response_started_ && !upstream_->stream.connected() && !upstream_->reused) {
     // Connecting failed: the next resolved address (if any) gets a try.
     pool_.connectFailed(upstream_);
