@@ -194,7 +194,13 @@ class WaitingPageTest(unittest.TestCase):
         return t
 
     def test_waiting_page_is_told_its_turn_by_push(self):
-        with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
+        self.told_its_turn_by_push([])
+
+    def test_waiting_page_served_with_503_still_moves_through_the_line(self):
+        self.told_its_turn_by_push(["-queue-status", "503"])
+
+    def told_its_turn_by_push(self, extra):
+        with Concert(["-upstream", self.origin.url, "-cap", "1"] + extra, workers=2) as c:
             parked = self.park(c)
             self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
             position = wait_for(lambda: self.browser.evaluate(
