@@ -83,6 +83,8 @@ struct Board {
   std::atomic<int> stalled, go;
   std::atomic<int64_t> reported_position;
   std::atomic<uint64_t> victim_ops;
+  // The wake-up hammer: changes made, changes seen, wake-ups consumed.
+  std::atomic<uint64_t> produced, seen, woken;
   std::atomic<uint64_t> current[kSlots];  // the ticket the slot's worker holds in line (0: none)
   std::atomic<uint64_t> holding[kSlots];  // odd while the slot's worker holds a page slot
   std::atomic<uint8_t> stage[kMaxTickets];
@@ -884,5 +886,80 @@ TEST_CASE("a release in one process wakes a worker parked in another") {
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(seg->pages().occupancy() == 0);
+  dropBoard(board);
+}
+
+TEST_CASE("wake-ups hammered across two processes: none is lost") {
+  // The parent changes shared state, then wakes (as every release does),
+  // over and over with random gaps, for a bounded time. The child waits on
+  // its eventfd and, woken, consumes the wake-up as Worker::onWake does
+  // (WorkerSlots::consumeWake), then reads the state again (its recheck).
+  // At the end the parent makes one last change and wakes once more: the
+  // child must see it. Consumed in the wrong order (wake_pending lowered
+  // before the read), a wake-up landing between the two is swallowed by the
+  // read and leaves the flag up over an empty eventfd; from then on every
+  // wake-up skips its write, and the child waits in vain.
+  constexpr Millis kHammerMs = 1500;
+  constexpr WorkerSlot kChild = 1;
+  constexpr int kStuckMs = 2000;  // generous: a wake-up arrives within microseconds
+  auto seg = Segment::create(testGeometry(), 1, 1);
+  Board* board = makeBoard();
+  Children children;
+  const pid_t pid = forkChild();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = seg->slots().eventFd(kChild);
+    seg->slots().setWaiting(kChild, Resource::PassSlot, true);  // register, then check the state
+    uint64_t seen = board->produced.load();
+    board->seen.store(seen);
+    board->go.store(1);
+    // Until the parent has stopped and every change it made is seen.
+    for (uint64_t turn = 0; board->stop.load() == 0 || seen != board->produced.load(); ++turn) {
+      // Half the turns asleep in poll, half spinning on it first (as a worker
+      // with -busy-poll does): the consume then starts at different moments.
+      pollfd p{fd, POLLIN, 0};
+      int ready = 0;
+      for (int spin = 0; turn % 2 == 1 && spin < 4096 && ready == 0; ++spin) ready = ::poll(&p, 1, 0);
+      if (ready == 0) ready = ::poll(&p, 1, kStuckMs);
+      if (ready != 1) _exit(2);  // waited in vain
+      board->woken.fetch_add(1);
+      seg->slots().consumeWake(kChild);  // what Worker::onWake does, then its recheck:
+      seen = board->produced.load();
+      board->seen.store(seen);
+    }
+    _exit(0);
+  }
+  children.add(pid);
+  const Millis start = monotonicMs();
+  while (board->go.load() == 0 && monotonicMs() < start + kStuckMs) sched_yield();
+  REQUIRE(board->go.load() == 1);
+  std::mt19937 rng(42);
+  std::atomic<uint32_t> spin{0};
+  uint64_t changes = 0;
+  for (const Millis end = monotonicMs() + kHammerMs; monotonicMs() < end;) {
+    board->produced.fetch_add(1);
+    seg->slots().wake(Resource::PassSlot);
+    ++changes;
+    // Mostly short gaps (wake-ups landing while the child consumes), now
+    // and then a long one (the child goes back to sleep).
+    const uint32_t gap = rng() % 16 == 0 ? rng() % 65536 : rng() % 512;
+    for (uint32_t i = 0; i < gap; ++i) spin.fetch_add(1, std::memory_order_relaxed);
+    if (changes % 1024 == 0) sched_yield();
+  }
+  board->stop.store(1);
+  board->produced.fetch_add(1);
+  seg->slots().wake(Resource::PassSlot);
+  const uint64_t last = board->produced.load();
+  const Millis deadline = monotonicMs() + kStuckMs + 1000;
+  while (board->seen.load() != last && monotonicMs() < deadline) sched_yield();
+  CAPTURE(changes);
+  CAPTURE(board->woken.load());
+  CHECK(board->seen.load() == last);  // the last change was seen: no wake-up was lost for good
+  int status = 0;
+  CHECK(waitExit(pid, &status, 10));
+  children.reaped(pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(board->woken.load() > 10);  // the child was woken through its eventfd, again and again
   dropBoard(board);
 }
