@@ -9,15 +9,17 @@
 //   PassPool: tryAcquirePass(id, h1|h2)  ──ok──▶ GlobalPool: tryAcquireAsset ──ok──▶ Holding
 //     │ AtCap: wait ≤ -asset-user-wait              │ none: wait ≤ -asset-wait       (asset_served_total)
 //     │   deadline → 429 Retry-After: 1             │   deadline → 503 Retry-After: 1
-//     │ TableFull → 503 Retry-After: 1              │
+//     │ TableFull (all busy) → 503 Retry-After: 1   │
 //
 // Waiting means parking on the worker's eventfd (Resource PassSlot or
 // AssetSlot); whoever releases a slot anywhere wakes the workers that parked.
 // Every hold (pass cell, asset slot) is recorded per worker slot in the
 // segment, so release() returns it here and reclaimDeadWorker returns it if
-// the worker dies. The pass table full case answers 503 (fail closed: an
-// untracked pass would escape its per-user cap); the segment counts it in
-// pass_table_full_total.
+// the worker dies. A new pass in a full pass table takes the entry of the
+// least recently used idle pass (pass_evicted_total, shm/pass_table.h);
+// only when every pass there has a request in flight is the answer 503
+// (TableFull, fail closed: an untracked pass would escape its per-user cap),
+// counted in pass_table_full_total.
 //
 // A valid pass past half its lifetime is re-minted (same id) and sent on the
 // response, whatever the outcome; no room cookie is ever set here.

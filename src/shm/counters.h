@@ -40,7 +40,8 @@
   X(TimeoutsSendTotal, timeouts_send_total)                  \
   X(TimeoutsKeepaliveTotal, timeouts_keepalive_total)        \
   X(TimeoutsUpstreamReadTotal, timeouts_upstream_read_total) \
-  X(TimeoutsTunnelTotal, timeouts_tunnel_total)
+  X(TimeoutsTunnelTotal, timeouts_tunnel_total)              \
+  X(PassEvictedTotal, pass_evicted_total)
 
 namespace concert::shm {
 

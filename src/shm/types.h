@@ -88,7 +88,7 @@ struct PassHold {  // returned by PassTable::tryAcquire; give it back to release
 enum class PassAcquire {
   Acquired,
   AtCap,      // this pass already has cap requests in flight for this protocol: wait or 429
-  TableFull,  // no entry free for a new pass: the request gets 503 (counted in pass_table_full_total)
+  TableFull,  // no entry free or idle for a new pass: the request gets 503 (counted in pass_table_full_total)
 };
 
 // ---------------------------------------------------------------- waits

@@ -82,6 +82,18 @@ void WorkerSlots::setLocalWake(WorkerSlot slot, void (*fn)(void*), void* arg) {
   local_wake_arg_ = arg;
 }
 
+bool WorkerSlots::consumeWake(WorkerSlot slot) {
+  uint64_t count = 0;  // one read returns and resets the whole count
+  ssize_t n;
+  do {
+    n = read(eventfds_[slot], &count, sizeof(count));
+  } while (n < 0 && errno == EINTR);
+  // Read first, then lower (worker_slots.h): lowered first, a wake-up in
+  // between would leave the flag up over an eventfd this read emptied.
+  wakeConsumed(slot);
+  return n == static_cast<ssize_t>(sizeof(count));
+}
+
 void WorkerSlots::wakeConsumed(WorkerSlot slot) {
   layout_->slots[slot].wake_pending.store(0, std::memory_order_seq_cst);
 }
@@ -109,11 +121,13 @@ void WorkerSlots::wake(Resource r) {
 void WorkerSlots::reclaim(WorkerSlot slot) {
   SlotRecord& record = layout_->slots[slot];
   record.waiting_mask.store(0, std::memory_order_seq_cst);
-  record.wake_pending.store(0, std::memory_order_seq_cst);
   // A wake-up meant for the dead worker must not reach the slot's next one.
+  // Drained, then lowered, as consumeWake does: the flag is never left up
+  // over an empty eventfd.
   uint64_t drained;
   while (read(eventfds_[slot], &drained, sizeof(drained)) > 0) {
   }
+  record.wake_pending.store(0, std::memory_order_seq_cst);
   record.pid.store(0, std::memory_order_seq_cst);
 }
 

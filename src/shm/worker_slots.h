@@ -11,9 +11,14 @@
 //     can want (a semaphore or pass release, a finished ticket, a cap that
 //     grew, a reclaimed slot) ends in wake(resource).
 //   * The eventfd is written once until it is read: wake() raises
-//     wake_pending and writes only if it was down. The worker lowers
-//     wake_pending (wakeConsumed) BEFORE it reads the eventfd, so a wake-up
-//     after that read writes again.
+//     wake_pending and writes only if it was down. The worker, woken,
+//     reads the eventfd BEFORE it lowers wake_pending (consumeWake), then
+//     checks the shared state again: a wake-up that found the flag still up
+//     came before the lowering, so that check sees its change; one after
+//     the lowering writes again. The other order loses wake-ups for good: a
+//     wake-up between the lowering and the read raises the flag and writes,
+//     the read swallows the write, and the flag stays up over an empty
+//     eventfd, so no later wake-up writes.
 //
 // States of a slot: free (pid 0) --started()--> running (pid, generation,
 // heartbeat) --the process exits, the master reaps it--> Segment::
@@ -26,12 +31,15 @@
 //   heartbeat        the slot's worker (the master reads it in its janitor).
 //   waiting_mask     the slot's worker (worker::SlotWaiters); the master
 //                    zeroes it in reclaim.
-//   wake_pending     raised by any waker, lowered by the slot's worker.
+//   wake_pending     raised by any waker, lowered by the slot's worker
+//                    (after reading the eventfd) and by the master in
+//                    reclaim (after draining it).
 //
 // A SIGKILL leaves the slot with its pid set, possibly a raised waiting
 // flag, wake_pending up and an unread eventfd count. reclaim() lowers the
-// flags, drains the eventfd (a wake-up meant for the dead worker must not
-// reach the slot's next one) and frees the slot.
+// waiting flags, drains the eventfd (a wake-up meant for the dead worker
+// must not reach the slot's next one), then lowers wake_pending (in that
+// order, as consumeWake) and frees the slot.
 //
 // The eventfds themselves are process-local: one per slot, created by the
 // master before the first fork and inherited by every worker.
@@ -69,7 +77,12 @@ class WorkerSlots {
   // The worker owning `slot` in this process: wake-ups for it call `fn(arg)`
   // (which must only schedule work) instead of writing the eventfd.
   void setLocalWake(WorkerSlot slot, void (*fn)(void*), void* arg);
-  // Before reading the eventfd: later wake-ups write it again.
+  // The slot's worker, its eventfd readable: reads the eventfd, then lowers
+  // wake_pending (the rule above); true if the eventfd had been written.
+  // Check the shared state again after it.
+  bool consumeWake(WorkerSlot slot);
+  // Lowers wake_pending alone: later wake-ups write the eventfd again. Only
+  // after reading the eventfd (consumeWake does both, in that order).
   void wakeConsumed(WorkerSlot slot);
   void setWaiting(WorkerSlot slot, Resource r, bool waiting);  // "I have parked requests for r"
   void wake(Resource r);                                       // wake every slot waiting for r

@@ -374,12 +374,11 @@ void Worker::recheckStreams(bool every) {
   });
 }
 
-void Worker::onWake(evutil_socket_t fd, short, void* arg) {
+void Worker::onWake(evutil_socket_t, short, void* arg) {
   auto* w = static_cast<Worker*>(arg);
-  w->context_.segment->slots().wakeConsumed(w->context_.slot);
-  uint64_t value;  // one read returns and resets the whole count
-  if (read(fd, &value, sizeof value) < 0 && errno != EAGAIN && errno != EINTR)
-    LOG_WARN("wake-up eventfd: %s", std::strerror(errno));
+  // Reads the eventfd, then lowers wake_pending (the rule in shm/worker_slots.h);
+  // the rechecks below see every change a skipped wake-up stood for.
+  w->context_.segment->slots().consumeWake(w->context_.slot);
   w->recheckParked(false);
   w->recheckStreams(false);
 }

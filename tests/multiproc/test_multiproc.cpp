@@ -83,6 +83,8 @@ struct Board {
   std::atomic<int> stalled, go;
   std::atomic<int64_t> reported_position;
   std::atomic<uint64_t> victim_ops;
+  // The wake-up hammer: changes made, changes seen, wake-ups consumed.
+  std::atomic<uint64_t> produced, seen, woken;
   std::atomic<uint64_t> current[kSlots];  // the ticket the slot's worker holds in line (0: none)
   std::atomic<uint64_t> holding[kSlots];  // odd while the slot's worker holds a page slot
   std::atomic<uint8_t> stage[kMaxTickets];
@@ -852,6 +854,106 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
   dropBoard(board);
 }
 
+TEST_CASE("SIGKILL while passes are evicted: reclaim leaves no entry, lock or hold behind") {
+  // Three workers churn acquire / release over many more passes than the
+  // table holds (nearly every new pass evicts one), and one of them is
+  // SIGKILLed at a random moment, reclaimed and started again, over and
+  // over: killed in the middle of an eviction (entry Removing or Creating,
+  // its home-bucket lock held) as often as not. Afterwards every entry can
+  // be taken again and no cell is left non-zero.
+  constexpr uint32_t kTable = 8;
+  constexpr WorkerSlot kFirst = 1, kWorkers = 3;
+  constexpr int kPasses = 64;
+  constexpr Millis kKillingMs = 2500;
+  Geometry g = testGeometry();
+  g.pass_table_size = kTable;
+  auto seg = Segment::create(g, 10, 10);
+  Board* board = makeBoard();
+  Children children;
+  auto start = [&](WorkerSlot slot, uint32_t seed) {
+    const pid_t pid = forkChild();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::mt19937 rng(seed);
+      std::vector<PassHold> held;
+      while (board->stop.load() == 0) {
+        if (held.size() >= 2 || (!held.empty() && rng() % 2 == 0)) {
+          const size_t k = rng() % held.size();
+          seg->passes().release(held[k], slot, monotonicMs());
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+          continue;
+        }
+        const uint8_t id[16] = {0x77, static_cast<uint8_t>(rng() % kPasses), 0x5e};
+        PassHold hold;
+        const PassProto proto = rng() % 2 ? PassProto::H1 : PassProto::H2;
+        if (seg->passes().tryAcquire(id, proto, 2, slot, monotonicMs(), &hold) == PassAcquire::Acquired)
+          held.push_back(hold);
+        board->victim_ops.fetch_add(1);
+      }
+      for (const PassHold& hold : held) seg->passes().release(hold, slot, monotonicMs());
+      _exit(0);
+    }
+    children.add(pid);
+    seg->slots().started(slot, pid, 1, monotonicMs());
+    return pid;
+  };
+  pid_t pids[kFirst + kWorkers] = {};
+  for (WorkerSlot slot = kFirst; slot < kFirst + kWorkers; ++slot) pids[slot] = start(slot, 100 + slot);
+
+  std::mt19937 rng(9);
+  int kills = 0;
+  int64_t holds_reclaimed = 0;
+  for (const Millis end = monotonicMs() + kKillingMs; monotonicMs() < end; ++kills) {
+    const WorkerSlot slot = kFirst + static_cast<WorkerSlot>(rng() % kWorkers);
+    const uint64_t churned = board->victim_ops.load() + 1 + rng() % 500;  // let them churn a while
+    const Millis limit = monotonicMs() + 5000;
+    while (board->victim_ops.load() < churned && monotonicMs() < limit) sched_yield();
+    REQUIRE(board->victim_ops.load() >= churned);  // nobody is stuck
+    kill(pids[slot], SIGKILL);
+    int status = 0;
+    REQUIRE(waitpid(pids[slot], &status, 0) == pids[slot]);
+    children.reaped(pids[slot]);
+    REQUIRE(WIFSIGNALED(status));
+    holds_reclaimed += seg->reclaimDeadWorker(slot).pass_holds;
+    pids[slot] = start(slot, 1000 + static_cast<uint32_t>(kills));
+  }
+  board->stop.store(1);
+  for (WorkerSlot slot = kFirst; slot < kFirst + kWorkers; ++slot) {
+    int status = 0;
+    CHECK(waitExit(pids[slot], &status, 10));
+    children.reaped(pids[slot]);
+    CHECK(WIFEXITED(status));
+    seg->reclaimDeadWorker(slot);
+  }
+  const StatsSnapshot st = seg->stats().snapshot();
+  MESSAGE(kills, " kills, ", board->victim_ops.load(), " acquires, ", st.pass_evicted_total, " evictions, ",
+          st.pass_table_full_total, " refused, ", holds_reclaimed, " holds reclaimed");
+  CHECK(kills > 10);
+  CHECK(st.pass_evicted_total > 1000);
+
+  // No cell left non-zero: every worker gave its holds back or had them reclaimed.
+  for (WorkerSlot slot = 0; slot < kSlots; ++slot) CHECK(seg->reclaimDeadWorker(slot).pass_holds == 0);
+  // No home-bucket lock left taken, no entry stuck Creating or Removing:
+  // passes of every home come and go, then kTable of them hold the whole table.
+  for (int i = 0; i < 512; ++i) {
+    const uint8_t id[16] = {0x88, static_cast<uint8_t>(i), static_cast<uint8_t>(i >> 8)};
+    PassHold hold;
+    REQUIRE(seg->passes().tryAcquire(id, PassProto::H1, 1, 0, monotonicMs(), &hold) == PassAcquire::Acquired);
+    seg->passes().release(hold, 0, monotonicMs());
+  }
+  PassHold fill[kTable];
+  for (uint32_t i = 0; i < kTable; ++i) {
+    const uint8_t id[16] = {0x99, static_cast<uint8_t>(i)};
+    REQUIRE(seg->passes().tryAcquire(id, PassProto::H2, 1, 0, monotonicMs(), &fill[i]) == PassAcquire::Acquired);
+  }
+  CHECK(seg->passes().users() == kTable);
+  const uint8_t one_more[16] = {0x99, 0xff};
+  PassHold extra;
+  CHECK(seg->passes().tryAcquire(one_more, PassProto::H1, 1, 0, monotonicMs(), &extra) == PassAcquire::TableFull);
+  for (const PassHold& hold : fill) seg->passes().release(hold, 0, monotonicMs());
+  dropBoard(board);
+}
+
 TEST_CASE("a release in one process wakes a worker parked in another") {
   auto seg = Segment::create(testGeometry(), 1, 1);
   REQUIRE(seg->pages().tryAcquire(0));
@@ -884,5 +986,80 @@ TEST_CASE("a release in one process wakes a worker parked in another") {
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(seg->pages().occupancy() == 0);
+  dropBoard(board);
+}
+
+TEST_CASE("wake-ups hammered across two processes: none is lost") {
+  // The parent changes shared state, then wakes (as every release does),
+  // over and over with random gaps, for a bounded time. The child waits on
+  // its eventfd and, woken, consumes the wake-up as Worker::onWake does
+  // (WorkerSlots::consumeWake), then reads the state again (its recheck).
+  // At the end the parent makes one last change and wakes once more: the
+  // child must see it. Consumed in the wrong order (wake_pending lowered
+  // before the read), a wake-up landing between the two is swallowed by the
+  // read and leaves the flag up over an empty eventfd; from then on every
+  // wake-up skips its write, and the child waits in vain.
+  constexpr Millis kHammerMs = 1500;
+  constexpr WorkerSlot kChild = 1;
+  constexpr int kStuckMs = 2000;  // generous: a wake-up arrives within microseconds
+  auto seg = Segment::create(testGeometry(), 1, 1);
+  Board* board = makeBoard();
+  Children children;
+  const pid_t pid = forkChild();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = seg->slots().eventFd(kChild);
+    seg->slots().setWaiting(kChild, Resource::PassSlot, true);  // register, then check the state
+    uint64_t seen = board->produced.load();
+    board->seen.store(seen);
+    board->go.store(1);
+    // Until the parent has stopped and every change it made is seen.
+    for (uint64_t turn = 0; board->stop.load() == 0 || seen != board->produced.load(); ++turn) {
+      // Half the turns asleep in poll, half spinning on it first (as a worker
+      // with -busy-poll does): the consume then starts at different moments.
+      pollfd p{fd, POLLIN, 0};
+      int ready = 0;
+      for (int spin = 0; turn % 2 == 1 && spin < 4096 && ready == 0; ++spin) ready = ::poll(&p, 1, 0);
+      if (ready == 0) ready = ::poll(&p, 1, kStuckMs);
+      if (ready != 1) _exit(2);  // waited in vain
+      board->woken.fetch_add(1);
+      seg->slots().consumeWake(kChild);  // what Worker::onWake does, then its recheck:
+      seen = board->produced.load();
+      board->seen.store(seen);
+    }
+    _exit(0);
+  }
+  children.add(pid);
+  const Millis start = monotonicMs();
+  while (board->go.load() == 0 && monotonicMs() < start + kStuckMs) sched_yield();
+  REQUIRE(board->go.load() == 1);
+  std::mt19937 rng(42);
+  std::atomic<uint32_t> spin{0};
+  uint64_t changes = 0;
+  for (const Millis end = monotonicMs() + kHammerMs; monotonicMs() < end;) {
+    board->produced.fetch_add(1);
+    seg->slots().wake(Resource::PassSlot);
+    ++changes;
+    // Mostly short gaps (wake-ups landing while the child consumes), now
+    // and then a long one (the child goes back to sleep).
+    const uint32_t gap = rng() % 16 == 0 ? rng() % 65536 : rng() % 512;
+    for (uint32_t i = 0; i < gap; ++i) spin.fetch_add(1, std::memory_order_relaxed);
+    if (changes % 1024 == 0) sched_yield();
+  }
+  board->stop.store(1);
+  board->produced.fetch_add(1);
+  seg->slots().wake(Resource::PassSlot);
+  const uint64_t last = board->produced.load();
+  const Millis deadline = monotonicMs() + kStuckMs + 1000;
+  while (board->seen.load() != last && monotonicMs() < deadline) sched_yield();
+  CAPTURE(changes);
+  CAPTURE(board->woken.load());
+  CHECK(board->seen.load() == last);  // the last change was seen: no wake-up was lost for good
+  int status = 0;
+  CHECK(waitExit(pid, &status, 10));
+  children.reaped(pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(board->woken.load() > 10);  // the child was woken through its eventfd, again and again
   dropBoard(board);
 }

@@ -38,9 +38,7 @@ config::Config holdConfig(int32_t cap, Millis hold) {
 
 // Drains a slot's eventfd; true when it had been written since the last drain.
 bool woken(const Room& room, shm::WorkerSlot slot = 0) {
-  uint64_t n = 0;
-  room.segment->slots().wakeConsumed(slot);  // as the worker does before reading
-  return read(room.segment->slots().eventFd(slot), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
+  return room.segment->slots().consumeWake(slot);  // as the worker does
 }
 
 // admit() must keep the request held and say the ticket it waits on.

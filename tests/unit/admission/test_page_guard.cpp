@@ -280,9 +280,7 @@ TEST_CASE("slot waiters: the segment flag follows the first park and the last un
   // slot's eventfd is written.
   auto woken = [&room]() {
     room.segment->slots().wake(shm::Resource::AssetSlot);
-    uint64_t n = 0;
-    room.segment->slots().wakeConsumed(0);  // as the worker does before reading
-    return read(room.segment->slots().eventFd(0), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
+    return room.segment->slots().consumeWake(0);  // as the worker does
   };
   CHECK_FALSE(woken());
   room.self->waiters.park(shm::Resource::AssetSlot);

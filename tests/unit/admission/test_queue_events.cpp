@@ -44,9 +44,7 @@ Request statusRequest(const std::string& ticket) {
 
 // Drains slot 0's eventfd; true when it had been written since the last drain.
 bool woken(const Room& room) {
-  uint64_t n = 0;
-  room.segment->slots().wakeConsumed(0);
-  return read(room.segment->slots().eventFd(0), &n, sizeof n) == static_cast<ssize_t>(sizeof n);
+  return room.segment->slots().consumeWake(0);
 }
 
 }  // namespace

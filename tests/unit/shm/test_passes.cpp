@@ -1,4 +1,5 @@
-// The pass table: per-pass caps per protocol, sweeping, a full table.
+// The pass table: per-pass caps per protocol, sweeping, a full table of
+// busy passes (eviction of idle ones: test_pass_eviction.cpp).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -74,20 +75,24 @@ TEST_CASE("the sweep removes only idle entries with nothing in flight") {
   CHECK(s->passes().tryAcquire(busy.bytes, PassProto::H1, 1, 0, 2000, &hr) == PassAcquire::AtCap);
 }
 
-TEST_CASE("a full table answers TableFull and counts it; swept entries are reused") {
+TEST_CASE("a full table of busy passes answers TableFull and counts it; swept entries are reused") {
   auto s = makeSegment(4);
-  PassHold h;
+  PassHold held[4];
   for (int i = 0; i < 4; ++i) {
     const Id id(i);
-    REQUIRE(s->passes().tryAcquire(id.bytes, PassProto::H1, 1, 0, 0, &h) == PassAcquire::Acquired);
-    s->passes().release(h, 0, 0);
+    REQUIRE(s->passes().tryAcquire(id.bytes, PassProto::H1, 1, 0, 0, &held[i]) == PassAcquire::Acquired);
   }
   const Id late(99);
+  PassHold h;
   CHECK(s->passes().tryAcquire(late.bytes, PassProto::H1, 1, 0, 0, &h) == PassAcquire::TableFull);
   CHECK(s->stats().snapshot().pass_table_full_total == 1);
+  for (const PassHold& hold : held) s->passes().release(hold, 0, 0);
   const Id known(2);
-  CHECK(s->passes().tryAcquire(known.bytes, PassProto::H1, 1, 0, 10, &h) == PassAcquire::Acquired);
+  PassHold kept;
+  CHECK(s->passes().tryAcquire(known.bytes, PassProto::H1, 2, 0, 10, &kept) == PassAcquire::Acquired);
   CHECK(s->passes().sweep(100, 50) == 3);
   CHECK(s->passes().tryAcquire(late.bytes, PassProto::H1, 1, 0, 100, &h) == PassAcquire::Acquired);
   CHECK(s->passes().users() == 2);
+  CHECK(s->stats().snapshot().pass_evicted_total == 0);  // a swept entry was free: nothing evicted
+  s->passes().release(kept, 0, 100);
 }
