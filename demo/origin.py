@@ -3,6 +3,9 @@
 
   /               HTML page that takes 200–800 ms to render (a busy PHP page), linking
                   /assets/site.css and /assets/logo.svg
+  /checkout       GET: a small checkout form (same render time); POST: completes the order
+                  and ends the visitor's session with `Concert-Session: end`, so Concert
+                  revokes their concert_admit pass and expires its cookie
   /assets/*       static files, answered at once
   /api/time       JSON with the server time
   anything else   404 page
@@ -68,12 +71,42 @@ PAGE = """<!doctype html>
 <main>
 <section class="hero"><h2>Tickets are on sale now</h2>
 <p>This page stands in for a slow PHP site: each render takes 200–800 ms. Concert keeps only
-<code>cap</code> renders in flight; everyone else waits in line and is let in, in order.</p></section>
+<code>cap</code> renders in flight; everyone else waits in line and is let in, in order.
+<a href="/checkout">Go to checkout</a> to end your visit.</p></section>
 <section class="grid">{cards}</section>
 </main>
-<footer>Served at {now} UTC · <a href="/api/time">/api/time</a> · waiting room stats:
-<a href="/_room/stats">/_room/stats</a></footer>
+<footer>Served at {now} UTC · <a href="/checkout">checkout</a> · <a href="/api/time">/api/time</a> ·
+waiting room stats: <a href="/_room/stats">/_room/stats</a></footer>
 </body></html>
+"""
+
+CHECKOUT = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Checkout — Concert demo shop</title>
+<link rel="stylesheet" href="/assets/site.css">
+</head><body>
+<header><img src="/assets/logo.svg" alt=""><h1>Midnight Echo — checkout</h1>
+<span>rendered in {ms} ms by origin thread {thread}</span></header>
+<main><section class="hero">{content}</section></main>
+<footer><a href="/">back to the shop</a> · waiting room stats: <a href="/_room/stats">/_room/stats</a></footer>
+</body></html>
+"""
+
+CHECKOUT_FORM = """<h2>Your order</h2>
+<p>One ticket, front row, night one: $189.</p>
+<form method="post" action="/checkout" class="card" style="max-width:360px;margin-top:16px">
+<label>Email<br><input name="email" type="email" required style="width:100%;padding:8px"></label>
+<button type="submit">Place order</button>
+</form>
+<p>Placing the order ends your visit: the response carries <code>Concert-Session: end</code>, and
+Concert revokes your admission pass on every worker. Coming back means joining the line again.</p>
+"""
+
+CHECKOUT_DONE = """<h2>Thank you, order {order} is placed</h2>
+<p>Your visit has ended: this response told Concert <code>Concert-Session: end</code>, so your
+<code>concert_admit</code> pass is revoked and its cookie expired. <a href="/">Back to the shop</a>
+puts you through the waiting room again when it is busy.</p>
 """
 
 
@@ -95,9 +128,20 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _page(self):
+    def _render_delay(self):
         ms = random.randint(200, 800)
         time.sleep(ms / 1000.0)
+        return ms
+
+    def _checkout(self, content, extra=None):
+        ms = self._render_delay()
+        body = CHECKOUT.format(ms=ms, thread=threading.get_ident() % 10000, content=content).encode()
+        headers = {"Cache-Control": "no-store"}
+        headers.update(extra or {})
+        self._send(200, "text/html; charset=utf-8", body, headers)
+
+    def _page(self):
+        ms = self._render_delay()
         cards = "".join('<div class="card"><b>%s</b><div class="price">$%d</div><button>Add to cart</button>'
                         "</div>" % item for item in ITEMS)
         body = PAGE.format(ms=ms, thread=threading.get_ident() % 10000, cards=cards,
@@ -115,8 +159,22 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, "application/json", body, {"Cache-Control": "no-store"})
         elif path in ("/", "/index.html"):
             self._page()
+        elif path == "/checkout":
+            self._checkout(CHECKOUT_FORM)
         else:
-            self._send(404, "text/html; charset=utf-8", b"<!doctype html><title>Not found</title><h1>Not found</h1>")
+            self._not_found()
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)  # the form: nothing is kept
+        if self.path.split("?", 1)[0] == "/checkout":
+            order = "%06d" % random.randint(0, 999999)
+            self._checkout(CHECKOUT_DONE.format(order=order), {"Concert-Session": "end"})
+        else:
+            self._not_found()
+
+    def _not_found(self):
+        self._send(404, "text/html; charset=utf-8", b"<!doctype html><title>Not found</title><h1>Not found</h1>")
 
     do_HEAD = do_GET
 

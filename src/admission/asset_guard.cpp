@@ -3,7 +3,7 @@
 // Private assets (-assets) need a valid concert_admit pass and go through two
 // pools; public assets (-asset-public) only through the second:
 //
-//   Start ─(private: pass missing/invalid/expired)──▶ 403, asset_denied_total
+//   Start ─(private: pass missing/invalid/expired/ended)──▶ 403, asset_denied_total
 //     │ private                                    │ public
 //     ▼                                            ▼
 //   PassPool: tryAcquirePass(id, h1|h2)  ──ok──▶ GlobalPool: tryAcquireAsset ──ok──▶ Holding
@@ -27,6 +27,7 @@
 #include "admission/answers.h"
 #include "admission/cookies.h"
 #include "admission/pass.h"
+#include "admission/session.h"
 
 namespace concert::admission {
 namespace {
@@ -98,9 +99,7 @@ class AssetGuard final : public RequestGuard {
   Admission start(const http::Request& request, Millis now) {
     if (!private_) return tryGlobal(now);
     int64_t unix_now = unixSeconds();
-    std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);
-    std::optional<AdmitPass> pass =
-        presented ? verifyPass(config_.admit_secret, *presented, unix_now) : std::nullopt;
+    std::optional<AdmitPass> pass = sessionPass(context_, request, unix_now);
     if (!pass) {
       segment().stats().count(shm::Counter::AssetDeniedTotal);
       return respond(emptyResponse(403));

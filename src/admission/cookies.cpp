@@ -82,6 +82,7 @@ std::string formatSetCookie(std::string_view name, std::string_view value, const
     out.append("; Domain=").append(domain);
   }
   if (attributes.max_age > 0) out.append("; Max-Age=").append(std::to_string(attributes.max_age));
+  if (attributes.max_age < 0) out.append("; Max-Age=0");
   if (attributes.http_only) out.append("; HttpOnly");
   if (attributes.secure) out.append("; Secure");
   out.append("; SameSite=Lax");
@@ -110,14 +111,33 @@ std::string probeSetCookie(const config::Config& config, bool tls) {
   return formatSetCookie(kProbeCookie, "1", roomAttributes(config, tls, false));
 }
 
-std::string admitSetCookie(const config::Config& config, std::string_view value) {
+namespace {
+
+CookieAttributes admitAttributes(const config::Config& config) {
   CookieAttributes a;
   a.path = config.cookie_path;
   a.domain = config.cookie_domain;
   a.max_age = config.admit_ttl / 1000;
   a.http_only = true;
   a.secure = config.secure_cookie;
-  return formatSetCookie(kAdmitCookie, value, a);
+  return a;
+}
+
+}  // namespace
+
+std::string admitSetCookie(const config::Config& config, std::string_view value) {
+  return formatSetCookie(kAdmitCookie, value, admitAttributes(config));
+}
+
+std::string expiredAdmitSetCookie(const config::Config& config) {
+  CookieAttributes a = admitAttributes(config);
+  a.max_age = -1;
+  return formatSetCookie(kAdmitCookie, "", a);
+}
+
+bool setsAdmitCookie(std::string_view set_cookie) {
+  const size_t eq = set_cookie.find('=');
+  return eq != std::string_view::npos && trimSpace(set_cookie.substr(0, eq)) == kAdmitCookie;
 }
 
 // The ticket number and the nonce, each as 16 lower-case hex digits.

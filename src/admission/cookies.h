@@ -30,7 +30,7 @@ std::optional<std::string> stripConcertCookies(std::string_view cookie_header);
 struct CookieAttributes {
   std::string path;     // omitted when empty
   std::string domain;   // omitted when empty
-  int64_t max_age = 0;  // seconds; emitted when > 0
+  int64_t max_age = 0;  // seconds; emitted when > 0; < 0 expires the cookie now (Max-Age=0), as in Go
   bool http_only = false;
   bool secure = false;
 };
@@ -44,6 +44,11 @@ std::string ticketSetCookie(const config::Config& config, std::string_view value
 std::string probeSetCookie(const config::Config& config, bool tls);
 // The admission pass: Secure only when -secure-cookie.
 std::string admitSetCookie(const config::Config& config, std::string_view value);
+// Expires the admission pass in the browser (an ended session): the pass
+// cookie's Path, Domain, HttpOnly and Secure, an empty value and Max-Age=0.
+std::string expiredAdmitSetCookie(const config::Config& config);
+// Does this Set-Cookie header value set (or expire) the concert_admit cookie?
+bool setsAdmitCookie(std::string_view set_cookie);
 
 // The room_ticket cookie's value: 32 lower-case hex characters, the ticket
 // number (16) then its nonce (16). Decoding is strict: exactly 32 [0-9a-f].

@@ -15,7 +15,14 @@
 
 namespace concert::admission {
 
-// The request's pass when it opens a session; nullopt otherwise.
+// The request's pass when it opens a session; nullopt otherwise (no pass, a
+// forged or expired one, or one whose session was ended).
 std::optional<AdmitPass> sessionPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now);
+
+// The origin ended the request's session (Concert-Session: end): its pass,
+// if it verifies, is revoked on every worker until now + -admit-ttl, the
+// latest a pass of that id could have been slid to. True when a revocation
+// was recorded.
+bool endSession(const AdmissionContext& context, const http::Request& request, int64_t unix_now);
 
 }  // namespace concert::admission

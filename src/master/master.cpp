@@ -279,8 +279,8 @@ bool Master::startUp() {
            config::goDurationString(c.token_ttl).c_str(), hold.c_str(), c.asset_cap,
            c.asset_cap_derived ? " (derived)" : "", c.asset_user_cap_h1, c.asset_user_cap_h2);
   for (const BoundListener& l : listeners_) LOG_INFO("listening on %s", l.display.c_str());
-  LOG_INFO("shared memory: %zu bytes, %u worker slots, ring %u, pass table %u", segment_->bytes(),
-           geometry.worker_slots, geometry.ring_size, geometry.pass_table_size);
+  LOG_INFO("shared memory: %zu bytes, %u worker slots, ring %u, pass table %u, revocations %u", segment_->bytes(),
+           geometry.worker_slots, geometry.ring_size, geometry.pass_table_size, geometry.revocation_table_size);
 
   Millis now = monotonicMs();
   next_janitor_ = now + kJanitorTick;

@@ -8,8 +8,8 @@
 // fixed arrays at 64-byte-aligned offsets and never allocated from again.
 // Fresh anonymous pages are zero, and a zero std::atomic of a lock-free
 // integer type is that integer 0, so the large arrays (ticket ring, bitmaps,
-// pass table) are used as they come, without touching (and committing) every
-// page at start-up; only the header is written.
+// pass table, revocations) are used as they come, without touching (and
+// committing) every page at start-up; only the header is written.
 //
 // Word by word, who writes (each subsystem's file says more):
 //   Header      master at create; page_cap / configured cap / generation by
@@ -23,11 +23,13 @@
 //               retirer, master); nonce and times by the issuer and touches.
 //   Pass table  state word by CAS; cells only by their own slot (and master
 //               in reclaim); home-bucket locks by creators.
+//   Revocations state word by CAS; id and until by the writer holding the
+//               entry (and the master in reclaim).
 //
 // A SIGKILL leaves the words as they were at that instruction: every
 // structure here is laid out so that what a dead worker held is named by its
 // slot number (per-slot counters and cells, ticket and pass owners, lock
-// words holding slot + 1), and Segment::reclaimDeadWorker finds it from the
+// words holding slot + 1, revocation writers), and Segment::reclaimDeadWorker finds it from the
 // words alone. The header's shared words (next_ticket, low_water, counters)
 // are only ever moved by single atomic steps that leave them valid.
 #pragma once
@@ -44,7 +46,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 4;
+constexpr uint32_t kLayoutVersion = 5;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -119,6 +121,37 @@ constexpr uint32_t passOwner(uint64_t word) {
   return static_cast<uint32_t>(word & 0xfff);
 }
 
+// ------------------------------------------------------------------ revocations
+// Revocation state word: version (32 bits) | state (4 bits) | owner slot (12
+// bits); the states are explained in revocations.h.
+enum class RevocationState : uint64_t {
+  Empty = 0,    // never used: ends a probe chain
+  Writing = 1,  // `owner` is writing a new id and until: not a revocation
+  Live = 2,     // id revoked while now < until; free once until has passed
+  Raising = 3,  // `owner` is raising until, id unchanged: still a revocation
+};
+
+constexpr uint64_t packRevocation(uint32_t version, RevocationState state, uint32_t owner) {
+  return (uint64_t{version} << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
+}
+constexpr uint32_t revocationVersion(uint64_t word) {
+  return static_cast<uint32_t>(word >> 16);
+}
+constexpr RevocationState revocationState(uint64_t word) {
+  return static_cast<RevocationState>((word >> 12) & 0xf);
+}
+constexpr uint32_t revocationOwner(uint64_t word) {
+  return static_cast<uint32_t>(word & 0xfff);
+}
+
+// 32 bytes: a probe reads state, id and until together, two entries a line.
+struct RevocationEntry {
+  std::atomic<uint64_t> state;
+  std::atomic<uint64_t> id[2];
+  std::atomic<int64_t> until;  // Unix seconds
+};
+static_assert(sizeof(RevocationEntry) == 32);
+
 // ------------------------------------------------------------------ header
 struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
@@ -131,6 +164,7 @@ struct alignas(64) Header {
   uint64_t total_bytes;
   uint32_t worker_slots;
   uint32_t pass_table_size;
+  uint32_t revocation_table_size;
   std::atomic<int64_t> asset_cap;  // fixed after create
   std::atomic<int64_t> long_lived_cap;  // set at create and by the master on reload
   std::atomic<int64_t> page_cap;
@@ -166,6 +200,7 @@ class Layout {
   Geometry geometry;
   uint64_t ring_mask = 0;
   uint32_t pass_mask = 0;
+  uint32_t revocation_mask = 0;
 
   Header* header = nullptr;
   SlotRecord* slots = nullptr;
@@ -180,6 +215,7 @@ class Layout {
   std::atomic<int64_t>* pass_last_used = nullptr;
   std::atomic<uint32_t>* pass_cells = nullptr;  // [entry][slot][proto]
   std::atomic<uint32_t>* pass_locks = nullptr;  // home-bucket creation locks: owner slot + 1, 0 = free
+  RevocationEntry* revocations = nullptr;
 
   TicketEntry& entry(uint64_t ticket) const { return entries[ticket & ring_mask]; }
   uint32_t index(uint64_t ticket) const { return static_cast<uint32_t>(ticket & ring_mask); }
@@ -190,6 +226,18 @@ class Layout {
 };
 
 // Small helpers shared by the .cpp files of src/shm.
+
+// The hash of a 16-byte pass id (its two words), for a table's home bucket:
+// splitmix64's finaliser over the words combined.
+inline uint64_t hashId(uint64_t a, uint64_t b) {
+  uint64_t x = a ^ (b * 0x9e3779b97f4a7c15ull);
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
 inline uint32_t low32(Millis ms) {
   return static_cast<uint32_t>(static_cast<uint64_t>(ms));
 }

@@ -30,13 +30,7 @@ PassKey makeKey(const uint8_t id[16], uint32_t mask) {
   PassKey key;
   std::memcpy(&key.a, id, 8);
   std::memcpy(&key.b, id + 8, 8);
-  uint64_t x = key.a ^ (key.b * 0x9e3779b97f4a7c15ull);
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  key.home = static_cast<uint32_t>(x) & mask;
+  key.home = static_cast<uint32_t>(hashId(key.a, key.b)) & mask;
   return key;
 }
 

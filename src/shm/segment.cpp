@@ -1,6 +1,7 @@
 // Segment creation and carving, the subsystem handles, and dead-worker
 // reclamation. Each subsystem's code is in its own file (tickets.cpp,
-// semaphore.cpp, pass_table.cpp, worker_slots.cpp, stats.cpp).
+// semaphore.cpp, pass_table.cpp, revocations.cpp, worker_slots.cpp,
+// stats.cpp).
 //
 // States: the segment exists from create() (master, before any fork) until
 // the last process that mapped it exits; it is anonymous, so nothing of it
@@ -36,12 +37,13 @@ uint64_t nextPowerOfTwo(uint64_t n) {
 
 bool validGeometry(const Geometry& g) {
   return g.ring_size >= 64 && std::has_single_bit(g.ring_size) && g.worker_slots >= 1 &&
-         g.worker_slots <= kMaxWorkerSlots && g.pass_table_size >= 1 && std::has_single_bit(g.pass_table_size);
+         g.worker_slots <= kMaxWorkerSlots && g.pass_table_size >= 1 && std::has_single_bit(g.pass_table_size) &&
+         g.revocation_table_size >= 1 && std::has_single_bit(g.revocation_table_size);
 }
 
 struct Offsets {
   size_t slots, entries, cookie_sent, waiting, returned, missed, out, pass_state, pass_id, pass_last_used, pass_cells, pass_locks,
-      total;
+      revocations, total;
 };
 
 Offsets carve(const Geometry& g) {
@@ -64,6 +66,7 @@ Offsets carve(const Geometry& g) {
   o.pass_last_used = take(sizeof(int64_t) * g.pass_table_size);
   o.pass_cells = take(sizeof(uint32_t) * 2 * size_t{g.worker_slots} * g.pass_table_size);
   o.pass_locks = take(sizeof(uint32_t) * g.pass_table_size);
+  o.revocations = take(sizeof(RevocationEntry) * g.revocation_table_size);
   o.total = at;
   return o;
 }
@@ -90,6 +93,8 @@ Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t as
   uint64_t table = nextPowerOfTwo(users);
   if (table > kMaxRing) table = kMaxRing;
   g.pass_table_size = static_cast<uint32_t>(table);
+  constexpr uint32_t kMinRevocations = 1u << 12;
+  g.revocation_table_size = g.pass_table_size > kMinRevocations ? g.pass_table_size : kMinRevocations;
   return g;
 }
 
@@ -110,6 +115,7 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       sessions_(mapping_->layout, slots_),
       tickets_(mapping_->layout, slots_, pages_, sessions_),
       passes_(mapping_->layout, slots_),
+      revocations_(mapping_->layout, slots_),
       stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, slots_) {}
 
 Segment::~Segment() = default;
@@ -126,6 +132,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.geometry = geometry;
   l.ring_mask = geometry.ring_size - 1;
   l.pass_mask = geometry.pass_table_size - 1;
+  l.revocation_mask = geometry.revocation_table_size - 1;
 
   auto* base = static_cast<unsigned char*>(mapping->region.get_address());
   l.header = new (base) Header();
@@ -141,6 +148,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.pass_last_used = reinterpret_cast<std::atomic<int64_t>*>(base + off.pass_last_used);
   l.pass_cells = reinterpret_cast<std::atomic<uint32_t>*>(base + off.pass_cells);
   l.pass_locks = reinterpret_cast<std::atomic<uint32_t>*>(base + off.pass_locks);
+  l.revocations = reinterpret_cast<RevocationEntry*>(base + off.revocations);
   for (uint32_t s = 0; s < geometry.worker_slots; ++s) new (&l.slots[s]) SlotRecord();
 
   Header& h = *l.header;
@@ -150,6 +158,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.total_bytes = off.total;
   h.worker_slots = geometry.worker_slots;
   h.pass_table_size = geometry.pass_table_size;
+  h.revocation_table_size = geometry.revocation_table_size;
   h.asset_cap.store(asset_cap);
   h.long_lived_cap.store(long_lived_cap);
   h.page_cap.store(page_cap);
@@ -186,6 +195,7 @@ ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
   reclaim(sessions_);
   report.tickets_finished = reclaim(tickets_);
   report.pass_holds = reclaim(passes_);
+  report.revocation_writes = reclaim(revocations_);
   slots_.reclaim(slot);  // last: the slot is free once everything it held is back
   const int64_t total = report.total();
   if (total > 0) stats_.count(Counter::SlotsReclaimedTotal, static_cast<uint64_t>(total));

@@ -11,6 +11,7 @@
 //   pages()    the page semaphore (the room's cap)          semaphore.h
 //   assets()   the global asset semaphore                   semaphore.h
 //   passes()   per-pass asset holds                         pass_table.h
+//   revocations()  passes whose session the origin ended     revocations.h
 //   slots()    worker slots, heartbeats and wake-ups        worker_slots.h
 //   stats()    counters, generation, the stats snapshot     stats.h
 // The value types they take and return are in types.h; what every handle
@@ -35,6 +36,7 @@
 #include <memory>
 
 #include "shm/pass_table.h"
+#include "shm/revocations.h"
 #include "shm/semaphore.h"
 #include "shm/sessions.h"
 #include "shm/stats.h"
@@ -73,6 +75,8 @@ class Segment {
   const PassTable& passes() const { return passes_; }
   Sessions& sessions() { return sessions_; }
   const Sessions& sessions() const { return sessions_; }
+  Revocations& revocations() { return revocations_; }
+  const Revocations& revocations() const { return revocations_; }
   WorkerSlots& slots() { return slots_; }
   const WorkerSlots& slots() const { return slots_; }
   Stats& stats() { return stats_; }
@@ -80,7 +84,7 @@ class Segment {
 
   // Master only, after waitpid() reaped the slot's process: every subsystem
   // returns what the slot owned (page slots, in-flight tickets, asset slots,
-  // pass holds, long-lived connections), the slot is marked free, slots_reclaimed_total counts it,
+  // pass holds, long-lived connections, a revocation it was writing), the slot is marked free, slots_reclaimed_total counts it,
   // and waiters for every resource are woken.
   ReclaimReport reclaimDeadWorker(WorkerSlot slot);
 
@@ -96,6 +100,7 @@ class Segment {
   Sessions sessions_;
   TicketRing tickets_;
   PassTable passes_;
+  Revocations revocations_;
   Stats stats_;
 };
 

@@ -17,14 +17,16 @@ constexpr WorkerSlot kNoSlot = 0xffffffffu;
 
 // ---------------------------------------------------------------- geometry
 struct Geometry {
-  uint32_t ring_size = 1u << 16;        // power of two; live tickets at most ring_size
-  uint32_t worker_slots = 4;            // >= 2 * workers (old and new generation side by side)
-  uint32_t pass_table_size = 1u << 16;  // power of two; passes tracked at once
+  uint32_t ring_size = 1u << 16;              // power of two; live tickets at most ring_size
+  uint32_t worker_slots = 4;                  // >= 2 * workers (old and new generation side by side)
+  uint32_t pass_table_size = 1u << 16;        // power of two; passes tracked at once
+  uint32_t revocation_table_size = 1u << 12;  // power of two; sessions ended and not yet expired
 };
 
 // ring: next power of two >= 2 * (max_queue + cap), at least 2^12;
 // max_queue == 0 (unlimited) gives 2^20. slots: 2 * workers (at least 2).
-// pass table: next power of two >= asset_users_max.
+// pass table: next power of two >= asset_users_max. revocations: the pass
+// table's size, at least 2^12.
 Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t asset_users_max);
 
 // ---------------------------------------------------------------- tickets
@@ -91,6 +93,15 @@ enum class PassAcquire {
   TableFull,  // no entry free or idle for a new pass: the request gets 503 (counted in pass_table_full_total)
 };
 
+// ---------------------------------------------------------------- revocations
+enum class RevokeOutcome {
+  Added,     // a new entry (an empty one, or one whose revocation had run out)
+  Extended,  // the id was revoked already: its until is now the later of the two
+  Replaced,  // no free entry near its home: the one expiring soonest was overwritten
+  Ignored,   // until is not after now: nothing to record
+  Busy,      // every entry near its home stayed claimed by other writers: nothing recorded
+};
+
 // ---------------------------------------------------------------- waits
 // Resources a worker can wait for across processes. A release of one wakes
 // (eventfd write) every worker slot that registered waiters for it.
@@ -138,6 +149,7 @@ struct ReclaimReport {
   int64_t asset_slots = 0;
   int64_t pass_holds = 0;
   int64_t long_lived_slots = 0;
+  int64_t revocation_writes = 0;  // entries it was writing (not a hold: not in total())
   int64_t total() const { return page_slots + asset_slots + pass_holds + long_lived_slots; }
 };
 

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "admission/admission.h"
+#include "admission/session.h"
 #include "worker/access_log.h"
 #include "worker/callbacks.h"
 #include "worker/timeouts.h"
@@ -726,6 +727,10 @@ void ClientConnection::abortConnection(const char* what) {
   if (closed_) return;
   state_ = State::Closing;
   close();
+}
+
+void ClientConnection::sessionEnded() {
+  admission::endSession(host_.admission(), request_, unixSeconds());
 }
 
 void ClientConnection::fail(const char* what) {

@@ -112,6 +112,7 @@ class ClientConnection final : private OriginExchange::Client {
   void originReleased() override;
   void timedOut(TimeoutPhase phase) override;
   void abortConnection(const char* what) override;
+  void sessionEnded() override;
   void fail(const char* what);  // an exception in a client-side callback: log, close
 
   void processInput();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "admission/cookies.h"
 #include "common/log.h"
 #include "http/response.h"
 #include "worker/callbacks.h"
@@ -364,6 +365,7 @@ void OriginExchange::readResponse() {
       return;
     }
     http::ResponseHead& head = parser.response();
+    if ((head.status == 101 || head.status >= 200) && endsSession(head)) endSession();
     if (detached_ && (head.status == 101 || (head.status >= 200 && isEventStream(head)))) {
       finishDetached(false);  // nothing left to wait for
       return;
@@ -507,6 +509,15 @@ void OriginExchange::complete() {
 }
 
 // ------------------------------------------------------------ tunnels
+
+// The pass is revoked before the head that expires its cookie goes out, and
+// the guard's Set-Cookie for the pass (a slid or new one) gives way to that
+// expiry.
+void OriginExchange::endSession() {
+  client_.sessionEnded();
+  session_end_extra_ = sessionEndHeaders(*extra_, admission::expiredAdmitSetCookie(config_));
+  extra_ = &session_end_extra_;
+}
 
 void OriginExchange::startTunnel() {
   const http::ResponseHead& head = upstream_->parser.response();

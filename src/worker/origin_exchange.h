@@ -25,9 +25,11 @@
 // the response-head timer). The exchange writes the response to the client
 // stream directly and reports back through Client: a failure before any
 // response byte (the connection answers 502/504 itself), the response head,
-// the end of the exchange, a tunnel. Framing is always Concert's decision: a
-// failure after the response head closes the client connection, so a
-// truncated body is never mistaken for a whole one.
+// the end of the exchange, a tunnel, the end of the visitor's session
+// (Concert-Session: end, which never reaches the client; the response
+// expires the concert_admit cookie instead of sliding it). Framing is always
+// Concert's decision: a failure after the response head closes the client
+// connection, so a truncated body is never mistaken for a whole one.
 #pragma once
 
 #include <event2/event.h>
@@ -84,6 +86,10 @@ class OriginExchange {
     virtual void timedOut(TimeoutPhase phase) = 0;
     // Something unexpected was thrown in an origin callback: close at once.
     virtual void abortConnection(const char* what) = 0;
+    // The origin's response ends the visitor's session (Concert-Session:
+    // end): revoke the request's pass. Called once, before the response head
+    // goes out, and also when the client is gone (detached).
+    virtual void sessionEnded() = 0;
 
    protected:
     ~Client() = default;
@@ -144,6 +150,7 @@ class OriginExchange {
   void fail(int status, const std::string& reason);
   void startTunnel();
   void armResponseTimer();
+  void endSession();  // Concert-Session: end in the response head
 
   event_base* base_;
   UpstreamPool& pool_;
@@ -152,6 +159,7 @@ class OriginExchange {
   UpstreamConn* upstream_ = nullptr;
   event* response_timer_ = nullptr;
   const http::Headers* extra_ = nullptr;
+  http::Headers session_end_extra_;  // extra_ for a response that ends the session
   Phase phase_ = Phase::None;
   BodyFraming body_ = BodyFraming::Length;
   ClientFraming framing_ = ClientFraming::None;

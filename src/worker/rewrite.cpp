@@ -127,7 +127,8 @@ void buildClientResponseHead(const http::ResponseHead& origin, const http::Reque
   bool has_date = false;
   for (const http::Header& h : origin.headers) {
     const std::string_view name = h.name;
-    if (isHopByHop(name) || http::equalsIgnoreCase(name, "Content-Length") || namedByConnection(origin.headers, name))
+    if (isHopByHop(name) || http::equalsIgnoreCase(name, "Content-Length") ||
+        http::equalsIgnoreCase(name, kSessionHeader) || namedByConnection(origin.headers, name))
       continue;
     if (!has_date && http::equalsIgnoreCase(name, "Date")) has_date = true;
     appendHeader(out, name, h.value);
@@ -153,6 +154,21 @@ void buildClientResponseHead(const http::ResponseHead& origin, const http::Reque
     appendHeader(out, "Connection", "keep-alive");
   }
   out += "\r\n";
+}
+
+bool endsSession(const http::ResponseHead& origin) {
+  for (const http::Header& h : origin.headers)
+    if (http::equalsIgnoreCase(h.name, kSessionHeader) && http::headerHasToken(h.value, "end")) return true;
+  return false;
+}
+
+http::Headers sessionEndHeaders(const http::Headers& extra, std::string_view expire_cookie) {
+  http::Headers out;
+  out.reserve(extra.size() + 1);
+  for (const http::Header& h : extra)
+    if (!(http::equalsIgnoreCase(h.name, "Set-Cookie") && admission::setsAdmitCookie(h.value))) out.push_back(h);
+  out.push_back(http::Header{"Set-Cookie", std::string(expire_cookie)});
+  return out;
 }
 
 bool isEventStream(const http::ResponseHead& origin) {

@@ -40,10 +40,25 @@ std::string upstreamTarget(const config::Upstream& upstream, const http::Request
 void buildUpstreamRequestHead(const http::Request& request, const config::Config& config, std::string& out);
 
 // The response head toward the client: origin status and headers minus
-// hop-by-hop and framing headers, then `extra` (the guard's Set-Cookie),
-// Concert's framing, Date when the origin sent none, and Connection.
+// hop-by-hop and framing headers and Concert-Session, then `extra` (the
+// guard's Set-Cookie), Concert's framing, Date when the origin sent none, and
+// Connection.
 void buildClientResponseHead(const http::ResponseHead& origin, const http::Request& request, ClientFraming framing,
                              bool close_client, const http::Headers& extra, std::string& out);
+
+// Concert-Session, the origin's word to Concert about the visitor's session
+// (traffic.md §3.4). It never reaches the client.
+inline constexpr std::string_view kSessionHeader = "Concert-Session";
+
+// Does the origin end the visitor's session with this response (a
+// Concert-Session header listing `end`, in any case)?
+bool endsSession(const http::ResponseHead& origin);
+
+// The guard's headers for a response that ends the session: every
+// concert_admit Set-Cookie (a slid or newly minted pass) dropped, the rest
+// kept in order, and `expire_cookie` (the Set-Cookie value that expires the
+// pass) added.
+http::Headers sessionEndHeaders(const http::Headers& extra, std::string_view expire_cookie);
 
 // A `text/event-stream` response: long-lived, bounded by the tunnel timeout
 // instead of the upstream read timeout.

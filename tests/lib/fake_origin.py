@@ -17,6 +17,8 @@ requests in flight at once, overall and for page paths. Behaviour by path:
   /status?code=N      answer with that status
   /cookies            two Set-Cookie headers
   /headers            JSON of the received headers
+  /end-session        "session ended", ending the visitor's session: Concert-Session: end (or
+                      ?value=V), plus the origin's own Set-Cookie order=done
   anything else       "ok"
 """
 import json
@@ -209,6 +211,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(int(qs.get("code", ["200"])[0]), b"status")
         if path == "/cookies":
             return self._send(200, b"ok", extra=[("Set-Cookie", "a=1; Path=/"), ("Set-Cookie", "b=2; Path=/")])
+        if path == "/end-session":
+            return self._send(200, b"session ended", extra=[("Concert-Session", qs.get("value", ["end"])[0]),
+                                                            ("Set-Cookie", "order=done; Path=/")])
         if path == "/headers":
             return self._send(200, json.dumps(list(self.headers.items())).encode(), "application/json")
         return self._send(200, b"ok")

@@ -1063,3 +1063,227 @@ TEST_CASE("wake-ups hammered across two processes: none is lost") {
   CHECK(board->woken.load() > 10);  // the child was woken through its eventfd, again and again
   dropBoard(board);
 }
+
+namespace {
+
+constexpr int64_t kUnixNow = 1'700'000'000;  // revocations are in Unix seconds
+
+struct PassIdBytes {
+  uint8_t bytes[16];
+  PassIdBytes(uint32_t n, uint8_t tag) {
+    std::memset(bytes, 0, sizeof(bytes));
+    std::memcpy(bytes, &n, sizeof(n));
+    bytes[8] = tag;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a revocation written by one process is seen by every other, while others write") {
+  constexpr int kWriters = 3;
+  constexpr uint32_t kIds = 1000;
+  Geometry g = testGeometry();
+  g.revocation_table_size = 16384;
+  auto seg = Segment::create(g, 10, 10);
+  Board* board = makeBoard();
+  Children children;
+  std::vector<pid_t> pids;
+  // Writers: each revokes its own ids, in order, and publishes how far it got
+  // (current[w]) only after revoke() returned.
+  for (int w = 0; w < kWriters; ++w) {
+    const pid_t pid = forkChild();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      while (board->go.load() == 0) sched_yield();
+      for (uint32_t i = 0; i < kIds; ++i) {
+        const RevokeOutcome o = seg->revocations().revoke(PassIdBytes(i, static_cast<uint8_t>(w + 1)).bytes,
+                                                          kUnixNow + 600, kUnixNow, static_cast<WorkerSlot>(w));
+        if (o != RevokeOutcome::Added) board->violations.fetch_add(1);
+        board->current[w].store(i + 1);
+      }
+      _exit(0);
+    }
+    children.add(pid);
+    pids.push_back(pid);
+  }
+  // A reader in another process: everything a writer has published is
+  // revoked there; an id nobody revoked never is.
+  const pid_t reader = forkChild();
+  REQUIRE(reader >= 0);
+  if (reader == 0) {
+    while (board->go.load() == 0) sched_yield();
+    uint64_t done = 0;
+    while (done < kWriters) {
+      done = 0;
+      for (int w = 0; w < kWriters; ++w) {
+        const uint64_t published = board->current[w].load();
+        if (published == kIds) ++done;
+        for (uint64_t i = published > 8 ? published - 8 : 0; i < published; ++i)
+          if (!seg->revocations().revoked(PassIdBytes(static_cast<uint32_t>(i), static_cast<uint8_t>(w + 1)).bytes,
+                                          kUnixNow))
+            board->lost.fetch_add(1);
+        if (seg->revocations().revoked(PassIdBytes(static_cast<uint32_t>(published), 0xee).bytes, kUnixNow))
+          board->violations.fetch_add(1);
+      }
+      board->victim_ops.fetch_add(1);
+    }
+    _exit(0);
+  }
+  children.add(reader);
+  pids.push_back(reader);
+  board->go.store(1);
+  for (pid_t pid : pids) {
+    int status = 0;
+    CHECK(waitExit(pid, &status, 30));
+    children.reaped(pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  CHECK(board->violations.load() == 0);
+  CHECK(board->lost.load() == 0);
+  CHECK(board->victim_ops.load() > 0);
+  // And in the parent, a third process: every one of them, until its until.
+  for (int w = 0; w < kWriters; ++w)
+    for (uint32_t i = 0; i < kIds; ++i) {
+      const PassIdBytes id(i, static_cast<uint8_t>(w + 1));
+      REQUIRE(seg->revocations().revoked(id.bytes, kUnixNow + 599));
+      REQUIRE_FALSE(seg->revocations().revoked(id.bytes, kUnixNow + 600));
+    }
+  CHECK(seg->revocations().active(kUnixNow) == kWriters * kIds);
+  CHECK(seg->revocations().writing() == 0);
+  dropBoard(board);
+}
+
+// Stops `victim` (which revokes in a loop) at random moments until it is
+// caught holding an entry (Writing or Raising), then SIGKILLs it there.
+// False if it was never caught; the victim is dead and reaped either way.
+bool killMidRevoke(Segment& seg, pid_t victim, Children& children) {
+  std::mt19937 rng(11);
+  bool caught = false;
+  for (int attempt = 0; attempt < 20000 && !caught; ++attempt) {
+    if (kill(victim, SIGSTOP) != 0) break;
+    int status = 0;
+    if (waitpid(victim, &status, WUNTRACED) != victim || !WIFSTOPPED(status)) break;
+    caught = seg.revocations().writing() == 1;
+    if (caught) break;
+    kill(victim, SIGCONT);
+    const timespec pause{0, static_cast<long>(rng() % 50) * 1000};  // let it run 0-50 us
+    nanosleep(&pause, nullptr);
+  }
+  kill(victim, SIGKILL);
+  int status = 0;
+  const bool exited = waitExit(victim, &status, 20);
+  children.reaped(victim);
+  return caught && exited && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+TEST_CASE("a worker killed while raising a revocation: reclaim puts the entry back, the table stays valid") {
+  constexpr WorkerSlot kParentSlot = 0, kVictimSlot = 3;
+  constexpr uint32_t kIds = 2000;
+  Geometry g = testGeometry();
+  g.revocation_table_size = 4096;
+  auto seg = Segment::create(g, 10, 10);
+  Board* board = makeBoard();
+  // The parent's own revocations, which must survive the reclaim.
+  for (uint32_t i = 0; i < 100; ++i)
+    REQUIRE(seg->revocations().revoke(PassIdBytes(i, 0xaa).bytes, kUnixNow + 900, kUnixNow, kParentSlot) ==
+            RevokeOutcome::Added);
+  Children children;
+  const pid_t victim = forkChild();
+  REQUIRE(victim >= 0);
+  if (victim == 0) {
+    // kIds new ids, then the same ids again and again with later untils
+    // (raised in place); victim_ops counts revokes that returned.
+    for (uint64_t n = 0;; ++n) {
+      const uint32_t i = static_cast<uint32_t>(n % kIds);
+      seg->revocations().revoke(PassIdBytes(i, 0x01).bytes, kUnixNow + 600 + static_cast<int64_t>(n / kIds), kUnixNow,
+                                kVictimSlot);
+      board->victim_ops.store(n + 1);
+    }
+  }
+  children.add(victim);
+  seg->slots().started(kVictimSlot, victim, 1, monotonicMs());
+  for (int i = 0; i < 20000 && board->victim_ops.load() < 3 * kIds; ++i) sleepMs(1);
+  REQUIRE(board->victim_ops.load() >= 3 * kIds);  // from here on it only raises
+  REQUIRE(killMidRevoke(*seg, victim, children));
+
+  const ReclaimReport report = seg->reclaimDeadWorker(kVictimSlot);
+  CHECK(report.revocation_writes == 1);
+  CHECK(report.total() == 0);  // a revocation being written is not a hold
+  CHECK(seg->revocations().writing() == 0);
+  // Every id the victim revoked is in force (the one it was raising with its
+  // old or its new until), and so is everything of the parent.
+  for (uint32_t i = 0; i < kIds; ++i) REQUIRE(seg->revocations().revoked(PassIdBytes(i, 0x01).bytes, kUnixNow + 601));
+  for (uint32_t i = 0; i < 100; ++i) REQUIRE(seg->revocations().revoked(PassIdBytes(i, 0xaa).bytes, kUnixNow + 899));
+  CHECK_FALSE(seg->revocations().revoked(PassIdBytes(kIds, 0x01).bytes, kUnixNow));
+  CHECK(seg->revocations().active(kUnixNow) == kIds + 100);
+  // The table goes on: the victim's ids raised again in place, new ids
+  // added, none displacing another.
+  for (uint32_t i = 0; i < kIds; ++i)
+    REQUIRE(seg->revocations().revoke(PassIdBytes(i, 0x01).bytes, kUnixNow + 100000, kUnixNow, kParentSlot) ==
+            RevokeOutcome::Extended);
+  for (uint32_t i = 0; i < 1000; ++i) {
+    const PassIdBytes id(i, 0xbb);
+    REQUIRE(seg->revocations().revoke(id.bytes, kUnixNow + 600, kUnixNow, kParentSlot) == RevokeOutcome::Added);
+    REQUIRE(seg->revocations().revoked(id.bytes, kUnixNow));
+  }
+  CHECK(seg->revocations().active(kUnixNow) == kIds + 100 + 1000);
+  CHECK(seg->revocations().writing() == 0);
+  dropBoard(board);
+}
+
+TEST_CASE("a worker killed while writing a new revocation: reclaim frees the half-written entry") {
+  constexpr WorkerSlot kParentSlot = 0, kVictimSlot = 3;
+  constexpr uint64_t kPerSecond = 500;  // revocations per simulated second
+  Geometry g = testGeometry();
+  g.revocation_table_size = 4096;
+  auto seg = Segment::create(g, 10, 10);
+  Board* board = makeBoard();
+  for (uint32_t i = 0; i < 100; ++i)
+    REQUIRE(seg->revocations().revoke(PassIdBytes(i, 0xaa).bytes, kUnixNow + 1'000'000'000, kUnixNow, kParentSlot) ==
+            RevokeOutcome::Added);
+  Children children;
+  const pid_t victim = forkChild();
+  REQUIRE(victim >= 0);
+  if (victim == 0) {
+    // A new id every time, revoked for one simulated second while the clock
+    // moves a second every kPerSecond revocations: entries keep running out
+    // and being reused, so the victim is nearly always writing a new id.
+    for (uint64_t n = 0;; ++n) {
+      const int64_t now = kUnixNow + static_cast<int64_t>(n / kPerSecond);
+      const RevokeOutcome o = seg->revocations().revoke(PassIdBytes(static_cast<uint32_t>(n), 0x02).bytes, now + 1,
+                                                        now, kVictimSlot);
+      if (o != RevokeOutcome::Added) board->violations.fetch_add(1);
+      board->victim_ops.store(n + 1);
+    }
+  }
+  children.add(victim);
+  seg->slots().started(kVictimSlot, victim, 1, monotonicMs());
+  for (int i = 0; i < 20000 && board->victim_ops.load() < 20 * kPerSecond; ++i) sleepMs(1);
+  REQUIRE(board->victim_ops.load() >= 20 * kPerSecond);
+  REQUIRE(killMidRevoke(*seg, victim, children));
+  CHECK(board->violations.load() == 0);
+
+  const uint64_t done = board->victim_ops.load();
+  const ReclaimReport report = seg->reclaimDeadWorker(kVictimSlot);
+  CHECK(report.revocation_writes == 1);
+  CHECK(seg->revocations().writing() == 0);
+  // The last revocation that returned is in force at its own time; the one
+  // being written (number `done`) is lost, half-written id and all; the
+  // parent's are untouched.
+  const int64_t last_now = kUnixNow + static_cast<int64_t>((done - 1) / kPerSecond);
+  CHECK(seg->revocations().revoked(PassIdBytes(static_cast<uint32_t>(done - 1), 0x02).bytes, last_now));
+  CHECK_FALSE(seg->revocations().revoked(PassIdBytes(static_cast<uint32_t>(done), 0x02).bytes, last_now));
+  for (uint32_t i = 0; i < 100; ++i) REQUIRE(seg->revocations().revoked(PassIdBytes(i, 0xaa).bytes, last_now + 10));
+  // A while later every victim entry has run out and is taken again.
+  const int64_t later = last_now + 10;
+  CHECK(seg->revocations().active(later) == 100);
+  for (uint32_t i = 0; i < 2000; ++i) {
+    const PassIdBytes id(i, 0xcc);
+    REQUIRE(seg->revocations().revoke(id.bytes, later + 600, later, kParentSlot) == RevokeOutcome::Added);
+    REQUIRE(seg->revocations().revoked(id.bytes, later));
+  }
+  CHECK(seg->revocations().active(later) == 2100);
+  CHECK(seg->revocations().writing() == 0);
+  dropBoard(board);
+}

@@ -67,7 +67,23 @@ TEST_CASE("Set-Cookie attribute strings") {
           "room_ticket=v; Path=/shop; Domain=example.com; Max-Age=30; HttpOnly; Secure; SameSite=Lax");
     CHECK(admitSetCookie(c, "P") ==
           "concert_admit=P; Path=/shop; Domain=example.com; Max-Age=600; HttpOnly; Secure; SameSite=Lax");
+    CHECK(expiredAdmitSetCookie(c) ==
+          "concert_admit=; Path=/shop; Domain=example.com; Max-Age=0; HttpOnly; Secure; SameSite=Lax");
   }
+}
+
+TEST_CASE("an ended session's Set-Cookie expires the pass with the pass cookie's attributes") {
+  config::Config c;
+  CHECK(expiredAdmitSetCookie(c) == "concert_admit=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax");
+  CHECK(setsAdmitCookie(expiredAdmitSetCookie(c)));
+  CHECK(setsAdmitCookie(admitSetCookie(c, "P")));
+  CHECK(setsAdmitCookie(" concert_admit =x"));
+  CHECK_FALSE(setsAdmitCookie("concert_admit_old=x"));
+  CHECK_FALSE(setsAdmitCookie("room_ticket=x; Path=/"));
+  CHECK_FALSE(setsAdmitCookie("concert_admit"));
+  CookieAttributes a;
+  a.max_age = -5;
+  CHECK(formatSetCookie("x", "", a) == "x=; Max-Age=0; SameSite=Lax");
 }
 
 TEST_CASE("room_ticket cookie: hex round trip and strict parsing") {

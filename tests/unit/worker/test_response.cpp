@@ -398,3 +398,69 @@ TEST_CASE("event-stream responses are told by their Content-Type") {
   ResponseHead none;
   CHECK_FALSE(isEventStream(none));
 }
+
+TEST_CASE("Concert-Session: end is told in any case, and never reaches the client") {
+  ResponseHead origin;
+  origin.status = 200;
+  origin.content_length = 2;
+  CHECK_FALSE(endsSession(origin));
+  for (const char* name : {"Concert-Session", "concert-session", "CONCERT-SESSION"}) {
+    for (const char* value : {"end", "END", " End ", "keep, end"}) {
+      CAPTURE(name);
+      CAPTURE(value);
+      origin.headers = {{"Content-Type", "text/html"}, {name, value}};
+      CHECK(endsSession(origin));
+    }
+  }
+  for (const char* value : {"", "keep", "ending", "end-now"}) {
+    CAPTURE(value);
+    origin.headers = {{"Concert-Session", value}};
+    CHECK_FALSE(endsSession(origin));
+  }
+  origin.headers = {{"X-Concert-Session", "end"}};
+  CHECK_FALSE(endsSession(origin));
+
+  // Whatever its value, the header is Concert's: it is dropped toward the client.
+  Request get;
+  get.method = "GET";
+  get.http_minor = 1;
+  for (const char* value : {"end", "keep"}) {
+    origin.headers = {{"Content-Type", "text/html"}, {"concert-SESSION", value}, {"Set-Cookie", "cart=1"}};
+    std::string out;
+    buildClientResponseHead(origin, get, ClientFraming::Length, false, {}, out);
+    CHECK_FALSE(hasName(out, "Concert-Session"));
+    CHECK(hasLine(out, "Set-Cookie: cart=1"));
+    CHECK(hasLine(out, "Content-Type: text/html"));
+  }
+}
+
+TEST_CASE("a response that ends the session expires concert_admit instead of sliding it") {
+  const std::string expire = "concert_admit=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax";
+  const Headers extra = {{"Set-Cookie", "concert_admit=slid-pass; Path=/; Max-Age=600; HttpOnly; SameSite=Lax"},
+                         {"Set-Cookie", "room_ticket=00; Path=/"},
+                         {"X-Other", "kept"},
+                         {"set-cookie", " concert_admit =another"}};
+  const Headers ended = sessionEndHeaders(extra, expire);
+  REQUIRE(ended.size() == 3);
+  CHECK(ended[0].value == "room_ticket=00; Path=/");
+  CHECK(ended[1].name == "X-Other");
+  CHECK(ended[2].name == "Set-Cookie");
+  CHECK(ended[2].value == expire);
+  CHECK(sessionEndHeaders({}, expire).size() == 1);
+
+  ResponseHead origin;
+  origin.status = 303;
+  origin.content_length = 0;
+  origin.headers = {{"Location", "/thanks"}, {"Concert-Session", "end"}, {"Set-Cookie", "order=42; Path=/"}};
+  Request post;
+  post.method = "POST";
+  post.http_minor = 1;
+  std::string out;
+  buildClientResponseHead(origin, post, ClientFraming::Length, false, ended, out);
+  CHECK(out.rfind("HTTP/1.1 303 See Other\r\n", 0) == 0);
+  CHECK_FALSE(hasName(out, "Concert-Session"));
+  CHECK(hasLine(out, "Set-Cookie: order=42; Path=/"));
+  CHECK(hasLine(out, "Set-Cookie: " + expire));
+  CHECK(out.find("slid-pass") == std::string::npos);
+  CHECK(out.find("another") == std::string::npos);
+}

@@ -1,0 +1,193 @@
+"""The origin ends a session (traffic.md §3.4) against the real binary with two workers.
+
+The fake origin's /end-session answers with `Concert-Session: end`. The response reaching the client has no
+Concert-Session header and expires concert_admit; the old pass is then refused on a private asset path by
+every worker (each request below is sent on a fresh connection whose accepting worker is found in /proc),
+while another visitor's pass still works.
+"""
+import base64
+import hashlib
+import hmac
+import os
+import socket
+import struct
+import time
+import unittest
+
+from concert_harness import TEST_SECRET, Concert, header, headers_all, set_cookies, wait_for
+from fake_origin import FakeOrigin
+
+
+def mint_pass(pass_id, expiry):
+    raw = pass_id + struct.pack(">Q", expiry)
+    mac = hmac.new(TEST_SECRET.encode(), raw, hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(raw + mac).rstrip(b"=").decode()
+
+
+def pass_id(value):
+    return base64.urlsafe_b64decode(value + "==")[:16]
+
+
+def server_socket_inode(concert_port, client_port):
+    """The inode of Concert's side of the loopback connection from client_port, or None while it has
+    none (0: still in the listen queue, not accepted by a worker yet)."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].split(":")[1], 16)
+            remote_port = int(fields[2].split(":")[1], 16)
+            if local_port == concert_port and remote_port == client_port and fields[9] != "0":
+                return fields[9]
+    return None
+
+
+def owner_pid(concert, client_port):
+    """The pid of the worker that accepted the connection from client_port, or None."""
+    inode = server_socket_inode(concert.port, client_port)
+    if inode is None:
+        return None
+    target = "socket:[%s]" % inode
+    for pid in concert.worker_pids():
+        try:
+            fds = os.listdir("/proc/%d/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == target:
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+class Connection:
+    """A fresh raw connection to Concert that knows which worker accepted it."""
+
+    def __init__(self, concert):
+        self.sock = socket.create_connection(("127.0.0.1", concert.port), timeout=10)
+        client_port = self.sock.getsockname()[1]
+        self.worker = wait_for(lambda: owner_pid(concert, client_port), timeout=5)
+        self.buffer = b""
+
+    def get(self, path, cookie):
+        self.sock.sendall(("GET %s HTTP/1.1\r\nHost: shop.example\r\nCookie: %s\r\n\r\n" % (path, cookie)).encode())
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise OSError("connection closed before a response head")
+            self.buffer += chunk
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = [tuple(part.strip() for part in line.split(":", 1)) for line in lines[1:]]
+        length = int(header(headers, "Content-Length") or 0)
+        while len(self.buffer) < length:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                break
+            self.buffer += chunk
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return status, headers, body
+
+    def close(self):
+        self.sock.close()
+
+
+class SessionsEndTest(unittest.TestCase):
+    def setUp(self):
+        self.origin = FakeOrigin()
+        self.origin.recorder.page_prefixes = ["/assets/"]
+
+    def tearDown(self):
+        self.origin.stop()
+
+    def concert(self):
+        return Concert(["-upstream", self.origin.url, "-cap", "4", "-assets", "/assets/*"], workers=2)
+
+    def admitted(self, c):
+        """A visitor let in on a page: the concert_admit pass it was given."""
+        status, headers, _ = c.get("/", {"Accept": "text/html"})
+        self.assertEqual(status, 200)
+        value = set_cookies(headers).get("concert_admit")
+        self.assertTrue(value)
+        return value
+
+    def assert_ends_session(self, headers):
+        """No Concert-Session for the client, one Set-Cookie expiring the pass, the origin's own kept."""
+        self.assertIsNone(header(headers, "Concert-Session"))
+        admit = [v for v in headers_all(headers, "Set-Cookie") if v.startswith("concert_admit=")]
+        self.assertEqual(admit, ["concert_admit=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"])
+        self.assertIn("order=done; Path=/", headers_all(headers, "Set-Cookie"))
+
+    def test_ended_pass_is_refused_on_every_worker(self):
+        with self.concert() as c:
+            mine, theirs = self.admitted(c), self.admitted(c)
+            self.assertNotEqual(pass_id(mine), pass_id(theirs))
+            for value in (mine, theirs):
+                status, _, _ = c.get("/assets/app.js", {"Cookie": "concert_admit=" + value})
+                self.assertEqual(status, 200)
+
+            status, headers, body = c.get("/end-session", {"Cookie": "theme=dark; concert_admit=" + mine})
+            self.assertEqual((status, body), (200, b"session ended"))
+            self.assert_ends_session(headers)
+            # The origin got the request as usual (Concert's cookies stripped).
+            ended = [r for r in self.origin.recorder.requests if r["path"] == "/end-session"]
+            self.assertEqual(len(ended), 1)
+            self.assertEqual(ended[0]["cookie"], "theme=dark")
+
+            # Replaying the old cookie: 403 on every worker; the other visitor goes on.
+            denied, served = {}, {}
+            for _ in range(200):
+                conn = Connection(c)
+                try:
+                    self.assertIsNotNone(conn.worker)
+                    status, headers, body = conn.get("/assets/app.js", "concert_admit=" + mine)
+                    self.assertEqual((status, body), (403, b""))
+                    self.assertEqual(headers_all(headers, "Set-Cookie"), [])
+                    denied[conn.worker] = denied.get(conn.worker, 0) + 1
+                    status, _, _ = conn.get("/assets/app.js", "concert_admit=" + theirs)
+                    self.assertEqual(status, 200)
+                    served[conn.worker] = served.get(conn.worker, 0) + 1
+                finally:
+                    conn.close()
+                if len(denied) == 2 and min(denied.values()) >= 3:
+                    break
+            self.assertEqual(len(denied), 2, "both workers: %r" % denied)
+            self.assertGreaterEqual(min(denied.values()), 3)
+            self.assertEqual(set(served), set(denied))
+            self.assertGreaterEqual(c.stats()["asset_denied_total"], sum(denied.values()))
+            self.assertEqual(self.origin.recorder.hits("/assets/app.js"), 2 + sum(served.values()))
+
+    def test_no_slid_or_new_pass_on_the_ending_response(self):
+        with self.concert() as c:
+            # A pass past half its life would be slid (same id, later expiry) on this response ...
+            old = mint_pass(os.urandom(16), int(time.time()) + 100)
+            status, headers, _ = c.get("/", {"Cookie": "concert_admit=" + old})
+            self.assertEqual(status, 200)
+            self.assertIn("concert_admit", set_cookies(headers))  # the guard slides it here
+            status, headers, _ = c.get("/end-session", {"Cookie": "concert_admit=" + old})
+            self.assertEqual(status, 200)
+            self.assert_ends_session(headers)
+            for _ in range(4):
+                status, _, _ = c.get("/assets/app.js", {"Cookie": "concert_admit=" + old})
+                self.assertEqual(status, 403)
+            # ... and a visitor without one would be given a new one: neither is sent. Any case.
+            status, headers, _ = c.get("/end-session?value=END")
+            self.assertEqual(status, 200)
+            self.assert_ends_session(headers)
+
+    def test_other_values_pass_nothing_and_end_nothing(self):
+        with self.concert() as c:
+            mine = self.admitted(c)
+            status, headers, _ = c.get("/end-session?value=keep", {"Cookie": "concert_admit=" + mine})
+            self.assertEqual(status, 200)
+            self.assertIsNone(header(headers, "Concert-Session"))
+            self.assertNotIn("concert_admit", set_cookies(headers))
+            for _ in range(4):
+                status, _, _ = c.get("/assets/app.js", {"Cookie": "concert_admit=" + mine})
+                self.assertEqual(status, 200)
+
+
+if __name__ == "__main__":
+    unittest.main()
