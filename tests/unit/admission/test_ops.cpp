@@ -55,6 +55,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "max_queue_depth",
                                        "missed_turns_total",
                                        "occupancy",
+                                       "pass_evicted_total",
                                        "pass_table_full_total",
                                        "promoted_total",
                                        "queue_depth",
@@ -98,7 +99,7 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
         "\"asset_user_throttled_total\":106,\"asset_users\":0,\"cap\":1,\"connections_refused_total\":115,"
         "\"evicted_total\":101,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
         "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
-        "\"missed_turns_total\":113,\"occupancy\":1,\"pass_table_full_total\":109,\"promoted_total\":103,"
+        "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,\"promoted_total\":103,"
         "\"queue_depth\":0,\"queued_total\":100,\"reloads_total\":110,\"ring_full_total\":108,"
         "\"slots_reclaimed_total\":112,\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,"
         "\"timeouts_keepalive_total\":120,\"timeouts_send_total\":119,\"timeouts_total\":102,"
