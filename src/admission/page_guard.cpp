@@ -336,7 +336,8 @@ class PageGuard final : public RequestGuard {
     // even when the origin then fails.
     int64_t unix_now = unixSeconds();
     std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);
-    std::optional<AdmitPass> pass = presented ? verifyPass(config_.admit_secret, *presented, unix_now) : std::nullopt;
+    // A pass whose session the origin ended is never slid back to life: a new one is minted.
+    std::optional<AdmitPass> pass = presented ? sessionPass(context_, request, unix_now) : std::nullopt;
     pass_cookie_ = slidePass(config_.admit_secret, pass, unix_now, config_.admit_ttl / 1000, true);
     return proceed(request);
   }
