@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "shm/counted_bits.h"
 #include "shm/types.h"
@@ -237,6 +238,21 @@ inline uint64_t hashId(uint64_t a, uint64_t b) {
   x *= 0x94d049bb133111ebull;
   x ^= x >> 31;
   return x;
+}
+
+// A 16-byte pass id as two words, and its home bucket in a table of mask + 1
+// entries (the pass table and the revocation table key on the same ids).
+struct IdKey {
+  uint64_t a, b;
+  uint32_t home;
+};
+
+inline IdKey makeIdKey(const uint8_t id[16], uint32_t mask) {
+  IdKey key;
+  std::memcpy(&key.a, id, 8);
+  std::memcpy(&key.b, id + 8, 8);
+  key.home = static_cast<uint32_t>(hashId(key.a, key.b)) & mask;
+  return key;
 }
 inline uint32_t low32(Millis ms) {
   return static_cast<uint32_t>(static_cast<uint64_t>(ms));

@@ -21,24 +21,11 @@ constexpr int kLockSpins = 1 << 14;       // a few ms of yields: a preempted hol
 constexpr int kAcquireTries = 8;
 constexpr int kEvictTries = 16;  // scans of the window before a creator that keeps losing races gives up
 
-struct PassKey {
-  uint64_t a, b;
-  uint32_t home;
-};
-
-PassKey makeKey(const uint8_t id[16], uint32_t mask) {
-  PassKey key;
-  std::memcpy(&key.a, id, 8);
-  std::memcpy(&key.b, id + 8, 8);
-  key.home = static_cast<uint32_t>(hashId(key.a, key.b)) & mask;
-  return key;
-}
-
 uint32_t probeLength(const Layout& layout) {
   return layout.geometry.pass_table_size < kMaxProbe ? layout.geometry.pass_table_size : kMaxProbe;
 }
 
-bool idMatches(const Layout& layout, uint32_t index, const PassKey& key) {
+bool idMatches(const Layout& layout, uint32_t index, const IdKey& key) {
   return layout.pass_id[2 * size_t{index}].load(std::memory_order_acquire) == key.a &&
          layout.pass_id[2 * size_t{index} + 1].load(std::memory_order_acquire) == key.b;
 }
@@ -55,7 +42,7 @@ void backOff(int spin) {
 // when an entry of the id stayed Removing for kLockSpins (a sweeper or an
 // evictor takes a few hundred nanoseconds; one that died there waits for
 // reclaim, and the worker's event loop must not).
-uint32_t findPass(const Layout& layout, const PassKey& key, uint64_t* word) {
+uint32_t findPass(const Layout& layout, const IdKey& key, uint64_t* word) {
   const uint32_t probes = probeLength(layout);
   for (uint32_t i = 0; i < probes; ++i) {
     const uint32_t index = (key.home + i) & layout.pass_mask;
@@ -101,7 +88,7 @@ bool cellsEmpty(const Layout& layout, uint32_t index) {
 
 // A free (Empty or Tombstone) entry of the id's window, claimed: Creating
 // owned by `slot`, its version in *version. kNotFound if there is none.
-uint32_t claimFree(Layout& layout, const PassKey& key, WorkerSlot slot, uint32_t* version) {
+uint32_t claimFree(Layout& layout, const IdKey& key, WorkerSlot slot, uint32_t* version) {
   const uint32_t probes = probeLength(layout);
   for (uint32_t i = 0; i < probes; ++i) {
     const uint32_t candidate = (key.home + i) & layout.pass_mask;
@@ -125,7 +112,7 @@ uint32_t claimFree(Layout& layout, const PassKey& key, WorkerSlot slot, uint32_t
 // version in *version. kNotFound: every Live entry of the window has
 // something in flight. kRetry: another process moved the victim first, or
 // a request of the victim's pass arrived (the entry went back to Live).
-uint32_t evictIdle(Layout& layout, const PassKey& key, WorkerSlot slot, Millis now, uint32_t* version) {
+uint32_t evictIdle(Layout& layout, const IdKey& key, WorkerSlot slot, Millis now, uint32_t* version) {
   const uint32_t probes = probeLength(layout);
   uint32_t victim = kNotFound;
   uint64_t victim_word = 0;
@@ -166,7 +153,7 @@ enum class Created { Yes, Exists, Full };
 // claim a free entry of the window or evict one, write the id and publish it
 // Live with the creator's hold already in its cell (so a new entry is busy
 // from birth: no other creator can evict it before its first request).
-Created createPass(Layout& layout, const PassKey& key, PassProto proto, WorkerSlot slot, Millis now,
+Created createPass(Layout& layout, const IdKey& key, PassProto proto, WorkerSlot slot, Millis now,
                    uint32_t* created) {
   if (!lockHome(layout, key.home, slot)) return Created::Full;
   Created result = Created::Full;
@@ -208,7 +195,7 @@ PassAcquire tableFull(Layout& layout) {
 PassAcquire PassTable::tryAcquire(const uint8_t id[16], PassProto proto, int32_t cap, WorkerSlot slot, Millis now,
                                   PassHold* hold) {
   Layout& layout = *layout_;
-  const PassKey key = makeKey(id, layout.pass_mask);
+  const IdKey key = makeIdKey(id, layout.pass_mask);
   if (cap <= 0) return PassAcquire::AtCap;
   int tries = 0;
   bool room_left = false;

@@ -19,19 +19,6 @@ constexpr uint32_t kNone = 0xffffffffu;
 // way blocked for this many rounds is facing a preempted or dead writer.
 constexpr int kMaxRounds = 1 << 12;
 
-struct Key {
-  uint64_t a, b;
-  uint32_t home;
-};
-
-Key makeKey(const uint8_t id[16], uint32_t mask) {
-  Key key;
-  std::memcpy(&key.a, id, 8);
-  std::memcpy(&key.b, id + 8, 8);
-  key.home = static_cast<uint32_t>(hashId(key.a, key.b)) & mask;
-  return key;
-}
-
 uint32_t probeLength(const Layout& layout) {
   const uint32_t size = layout.geometry.revocation_table_size;
   return size < kMaxProbe ? size : kMaxProbe;
@@ -54,7 +41,7 @@ struct Seen {
   int64_t until = 0;
 };
 
-Seen readEntry(const RevocationEntry& entry, const Key& key) {
+Seen readEntry(const RevocationEntry& entry, const IdKey& key) {
   for (;;) {
     Seen seen;
     seen.word = entry.state.load(std::memory_order_seq_cst);
@@ -77,7 +64,7 @@ bool inForce(RevocationState state) {
 RevokeOutcome Revocations::revoke(const uint8_t id[16], int64_t until, int64_t now, WorkerSlot slot) {
   if (until <= now) return RevokeOutcome::Ignored;
   Layout& layout = *layout_;
-  const Key key = makeKey(id, layout.revocation_mask);
+  const IdKey key = makeIdKey(id, layout.revocation_mask);
   const uint32_t probes = probeLength(layout);
   for (int round = 0; round < kMaxRounds; ++round) {
     if (round > 0) backOff(round);
@@ -143,7 +130,7 @@ RevokeOutcome Revocations::revoke(const uint8_t id[16], int64_t until, int64_t n
 
 bool Revocations::revoked(const uint8_t id[16], int64_t now) const {
   const Layout& layout = *layout_;
-  const Key key = makeKey(id, layout.revocation_mask);
+  const IdKey key = makeIdKey(id, layout.revocation_mask);
   const uint32_t probes = probeLength(layout);
   for (uint32_t i = 0; i < probes; ++i) {
     const Seen seen = readEntry(layout.revocations[(key.home + i) & layout.revocation_mask], key);
