@@ -39,11 +39,12 @@ struct CookieAttributes {
 // (Go's net/http attribute order; no Expires).
 std::string formatSetCookie(std::string_view name, std::string_view value, const CookieAttributes& attributes);
 
-// The room cookies: Secure when -secure-cookie or the request came over TLS.
-std::string ticketSetCookie(const config::Config& config, std::string_view value, bool tls);
-std::string probeSetCookie(const config::Config& config, bool tls);
-// The admission pass: Secure only when -secure-cookie.
-std::string admitSetCookie(const config::Config& config, std::string_view value);
+// Every cookie is Secure when -secure-cookie is set or the client used https
+// (`https`: Request::client_https, the connection's TLS or a trusted proxy's
+// X-Forwarded-Proto; see http/client_address.h).
+std::string ticketSetCookie(const config::Config& config, std::string_view value, bool https);
+std::string probeSetCookie(const config::Config& config, bool https);
+std::string admitSetCookie(const config::Config& config, std::string_view value, bool https);
 
 // The room_ticket cookie's value: 32 lower-case hex characters, the ticket
 // number (16) then its nonce (16). Decoding is strict: exactly 32 [0-9a-f].
