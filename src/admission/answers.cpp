@@ -58,8 +58,8 @@ http::LocalResponse waitingResponse(const config::Config& config, const http::Re
 
 void addPlaceCookies(const config::Config& config, const http::Request& request, const shm::TicketCookie& cookie,
                      http::Headers& headers) {
-  headers.push_back(header("Set-Cookie", ticketSetCookie(config, encodeTicketCookie(cookie), request.tls)));
-  headers.push_back(header("Set-Cookie", probeSetCookie(config, request.tls)));
+  headers.push_back(header("Set-Cookie", ticketSetCookie(config, encodeTicketCookie(cookie), request.client_https)));
+  headers.push_back(header("Set-Cookie", probeSetCookie(config, request.client_https)));
 }
 
 http::LocalResponse roomFullResponse(const config::Config& config, const http::Request& request) {

@@ -105,6 +105,7 @@ class AssetGuard final : public RequestGuard {
       return respond(emptyResponse(403));
     }
     pass_id_ = pass->id;
+    https_ = request.client_https;
     pass_cookie_ = slidePass(config_.admit_secret, pass, unix_now, config_.admit_ttl / 1000, false);
     proto_ = passProtocol(config_, request);
     return tryPass(now);
@@ -209,7 +210,7 @@ class AssetGuard final : public RequestGuard {
   }
 
   void addPassCookie(http::Headers& headers) const {
-    if (pass_cookie_) headers.push_back(http::Header{"Set-Cookie", admitSetCookie(config_, *pass_cookie_)});
+    if (pass_cookie_) headers.push_back(http::Header{"Set-Cookie", admitSetCookie(config_, *pass_cookie_, https_)});
   }
 
   void releaseHolds() {
@@ -235,6 +236,7 @@ class AssetGuard final : public RequestGuard {
   bool holding_asset_ = false;
   Millis deadline_ = 0;
   std::optional<std::string> pass_cookie_;
+  bool https_ = false;  // the client used https: the pass cookie is Secure
 };
 
 }  // namespace

@@ -91,46 +91,49 @@ std::string formatSetCookie(std::string_view name, std::string_view value, const
 
 namespace {
 
-CookieAttributes roomAttributes(const config::Config& config, bool tls, bool http_only) {
+CookieAttributes roomAttributes(const config::Config& config, bool https, bool http_only) {
   CookieAttributes a;
   a.path = config.cookie_path;
   a.domain = config.cookie_domain;
   a.max_age = config.token_ttl / 1000;
   a.http_only = http_only;
-  a.secure = config.secure_cookie || tls;
+  a.secure = config.secure_cookie || https;
   return a;
 }
 
 }  // namespace
 
-std::string ticketSetCookie(const config::Config& config, std::string_view value, bool tls) {
-  return formatSetCookie(kTicketCookie, value, roomAttributes(config, tls, true));
+std::string ticketSetCookie(const config::Config& config, std::string_view value, bool https) {
+  return formatSetCookie(kTicketCookie, value, roomAttributes(config, https, true));
 }
 
-std::string probeSetCookie(const config::Config& config, bool tls) {
-  return formatSetCookie(kProbeCookie, "1", roomAttributes(config, tls, false));
+std::string probeSetCookie(const config::Config& config, bool https) {
+  return formatSetCookie(kProbeCookie, "1", roomAttributes(config, https, false));
 }
 
 namespace {
 
-CookieAttributes admitAttributes(const config::Config& config) {
+// The original set Secure on the pass only for -secure-cookie; a client on
+// https gets it too (traffic.md §4.1), so a pass never travels in clear text
+// once the visitor is on https.
+CookieAttributes admitAttributes(const config::Config& config, bool https) {
   CookieAttributes a;
   a.path = config.cookie_path;
   a.domain = config.cookie_domain;
   a.max_age = config.admit_ttl / 1000;
   a.http_only = true;
-  a.secure = config.secure_cookie;
+  a.secure = config.secure_cookie || https;
   return a;
 }
 
 }  // namespace
 
-std::string admitSetCookie(const config::Config& config, std::string_view value) {
-  return formatSetCookie(kAdmitCookie, value, admitAttributes(config));
+std::string admitSetCookie(const config::Config& config, std::string_view value, bool https) {
+  return formatSetCookie(kAdmitCookie, value, admitAttributes(config, https));
 }
 
-std::string expiredAdmitSetCookie(const config::Config& config) {
-  CookieAttributes a = admitAttributes(config);
+std::string expiredAdmitSetCookie(const config::Config& config, bool https) {
+  CookieAttributes a = admitAttributes(config, https);
   a.max_age = -1;
   return formatSetCookie(kAdmitCookie, "", a);
 }

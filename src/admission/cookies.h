@@ -39,14 +39,15 @@ struct CookieAttributes {
 // (Go's net/http attribute order; no Expires).
 std::string formatSetCookie(std::string_view name, std::string_view value, const CookieAttributes& attributes);
 
-// The room cookies: Secure when -secure-cookie or the request came over TLS.
-std::string ticketSetCookie(const config::Config& config, std::string_view value, bool tls);
-std::string probeSetCookie(const config::Config& config, bool tls);
-// The admission pass: Secure only when -secure-cookie.
-std::string admitSetCookie(const config::Config& config, std::string_view value);
+// Every cookie is Secure when -secure-cookie is set or the client used https
+// (`https`: Request::client_https, the connection's TLS or a trusted proxy's
+// X-Forwarded-Proto; see http/client_address.h).
+std::string ticketSetCookie(const config::Config& config, std::string_view value, bool https);
+std::string probeSetCookie(const config::Config& config, bool https);
+std::string admitSetCookie(const config::Config& config, std::string_view value, bool https);
 // Expires the admission pass in the browser (an ended session): the pass
 // cookie's Path, Domain, HttpOnly and Secure, an empty value and Max-Age=0.
-std::string expiredAdmitSetCookie(const config::Config& config);
+std::string expiredAdmitSetCookie(const config::Config& config, bool https);
 // Does this Set-Cookie header value set (or expire) the concert_admit cookie?
 bool setsAdmitCookie(std::string_view set_cookie);
 

@@ -342,10 +342,12 @@ class PageGuard final : public RequestGuard {
     return proceed(request);
   }
 
-  Admission proceed(const http::Request&) {
+  Admission proceed(const http::Request& request) {
     Admission a;
     a.kind = Admission::Kind::Proceed;
-    if (pass_cookie_) a.response_headers.push_back(http::Header{"Set-Cookie", admitSetCookie(config_, *pass_cookie_)});
+    if (pass_cookie_)
+      a.response_headers.push_back(
+          http::Header{"Set-Cookie", admitSetCookie(config_, *pass_cookie_, request.client_https)});
     return a;
   }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "config/cidr.h"
 
 namespace concert::config {
 
@@ -63,6 +64,10 @@ struct Config {
   Millis upstream_timeout = 30'000;
   Millis upstream_read_timeout = 60'000;
   bool preserve_host = true;
+
+  // -- clients
+  CidrList trusted_proxies;  // peers whose X-Forwarded-* / Forwarded are believed
+  CidrList bypass_cidrs;     // clients proxied without the room
 
   // -- waiting room
   int32_t cap = 500;

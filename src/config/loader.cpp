@@ -203,6 +203,13 @@ std::vector<std::string> applyText(const Setting& s, std::string_view text, Conf
       out.*std::get<PathList Config::*>(s.target) = std::move(v.rules);
       return {};
     }
+    case ValueType::CidrList: {
+      CidrListParse v = parseCidrList(text);
+      for (std::string& w : v.warnings) warnings.push_back(std::move(w));
+      if (!v.errors.empty()) return v.errors;
+      out.*std::get<CidrList Config::*>(s.target) = std::move(v.cidrs);
+      return {};
+    }
   }
   return {"unsupported setting type"};
 }
@@ -392,11 +399,12 @@ void readYamlFile(const std::string& path, std::vector<std::optional<Offer>>& of
       scalar.clear();
     } else if (value.IsScalar()) {
       scalar = value.Scalar();
-    } else if (value.IsSequence() && setting->type == ValueType::PathList) {
+    } else if (value.IsSequence() && (setting->type == ValueType::PathList || setting->type == ValueType::CidrList)) {
       bool ok = true;
       for (const YAML::Node& item : value) {
         if (!item.IsScalar()) {
-          errors.push_back(label + ": list entries must be paths");
+          errors.push_back(label + (setting->type == ValueType::PathList ? ": list entries must be paths"
+                                                                          : ": list entries must be addresses"));
           ok = false;
           break;
         }
@@ -628,6 +636,7 @@ std::string helpText() {
       case ValueType::ByteSize: out += " size"; break;
       case ValueType::Url: out += " url"; break;
       case ValueType::PathList: out += " paths"; break;
+      case ValueType::CidrList: out += " cidrs"; break;
       case ValueType::String: out += " string"; break;
     }
     out += "\n        " + std::string(s.help) + "\n        env " + std::string(s.env) + ", default " +

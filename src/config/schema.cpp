@@ -85,6 +85,7 @@ std::string checkHeaderName(std::string_view value) {
 
 constexpr std::string_view kNet = "Network and processes";
 constexpr std::string_view kOrigin = "Origin";
+constexpr std::string_view kClients = "Clients";
 constexpr std::string_view kRoom = "Waiting room";
 constexpr std::string_view kAssets = "Asset tier";
 constexpr std::string_view kLogs = "Logging";
@@ -141,6 +142,16 @@ const Setting kSettings[] = {
      "forward the client's Host header (false: send the upstream's host)", &Config::preserve_host, nullptr},
     {"max-body", "CONCERT_MAX_BODY", VT::ByteSize, "64MB", 1, kInt64Max, false, R::Live, kOrigin,
      "largest request body forwarded (K/M/G suffixes, 1024-based); larger gets 413", &Config::max_body, nullptr},
+
+    // -- clients
+    {"trusted-proxies", "CONCERT_TRUSTED_PROXIES", VT::CidrList, "", 0, 0, false, R::Live, kClients,
+     "front proxies (CIDR list, IPv4 and IPv6): from these peers the client address, scheme and host are taken "
+     "from X-Forwarded-For/-Proto/-Host or Forwarded; from any other peer those headers are replaced",
+     &Config::trusted_proxies, nullptr},
+    {"bypass-cidrs", "CONCERT_BYPASS_CIDRS", VT::CidrList, "", 0, 0, false, R::Live, kClients,
+     "clients (CIDR list, the address after -trusted-proxies) proxied without queueing or any limit, e.g. "
+     "monitoring",
+     &Config::bypass_cidrs, nullptr},
 
     // -- waiting room
     {"cap", "CONCERT_CAPACITY", VT::Int, "500", 1, kInt32Max, false, R::Live, kRoom,
@@ -300,7 +311,8 @@ std::string rangeText(const Setting& s) {
     case ValueType::String:
     case ValueType::Bool:
     case ValueType::Url:
-    case ValueType::PathList: return {};
+    case ValueType::PathList:
+    case ValueType::CidrList: return {};
   }
   return {};
 }
@@ -327,6 +339,8 @@ std::string valueText(const Setting& setting, const Config& config) {
           return floatText(value);
         } else if constexpr (std::is_same_v<T, PathList>) {
           return pathListText(value);
+        } else if constexpr (std::is_same_v<T, CidrList>) {
+          return cidrListText(value);
         } else if constexpr (std::is_same_v<T, Upstream>) {
           return value.raw;
         } else {

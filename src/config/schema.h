@@ -24,6 +24,7 @@ enum class ValueType {
   ByteSize,  // "64MB"; min/max in bytes
   Url,       // the -upstream URL
   PathList,  // comma list of "/exact" and "/prefix/*" rules
+  CidrList,  // comma list of IPv4/IPv6 addresses and CIDR ranges
   Workers,   // "auto" or min..max
 };
 
@@ -35,7 +36,8 @@ enum class Reload {
 
 // Where the parsed value lands in Config.
 using SettingTarget = std::variant<std::string Config::*, bool Config::*, int32_t Config::*, int64_t Config::*,
-                                   double Config::*, PathList Config::*, Upstream Config::*>;
+                                   double Config::*, PathList Config::*, CidrList Config::*,
+                                   Upstream Config::*>;
 
 struct Setting {
   std::string_view name;  // flag name without dashes, = YAML key

@@ -128,6 +128,9 @@ void MessageParser::reset() {
     request_.keep_alive = true;
     request_.expect_continue = false;
     request_.upgrade = false;
+    request_.client_ip.clear();
+    request_.peer_trusted = false;
+    request_.client_https = false;
     request_.peer_ip = std::move(peer);
     request_.tls = tls;
   } else {

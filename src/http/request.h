@@ -35,6 +35,10 @@ struct Request {
   Headers headers;
   std::string peer_ip;  // TCP peer address of the client connection
   bool tls = false;     // the client connection to Concert is TLS
+  // Who the client is, set at dispatch by identifyClient (http/client_address.h):
+  std::string client_ip;       // peer_ip, or the client a trusted proxy names ("" before dispatch)
+  bool peer_trusted = false;   // peer_ip is in -trusted-proxies: its forwarding headers are believed
+  bool client_https = false;   // the client used https: tls, or a trusted proxy says so
 
   int64_t content_length = -1;  // -1: none
   bool chunked = false;

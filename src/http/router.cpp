@@ -1,6 +1,6 @@
 // Routing table, in the order the original routes:
 // reserved paths first (exact match only, so "/_room/stats/" is an ordinary
-// page), then -bypass, -assets, -asset-public, -long-lived, then the gated
+// page), then -bypass-cidrs and -bypass, -assets, -asset-public, -long-lived, then the gated
 // catch-all.
 // A reserved path with a method it does not serve is answered 405 + Allow
 // instead of being proxied (deliberate improvement over the original).
@@ -32,7 +32,8 @@ std::string_view allowedMethods(std::string_view decoded_path) {
   return {};
 }
 
-Route route(const config::Config& config, std::string_view method, std::string_view decoded_path) {
+Route route(const config::Config& config, std::string_view method, std::string_view decoded_path,
+            bool bypass_client) {
   if (decoded_path == kQueueStatus) {
     if (method == "GET" || method == "HEAD" || method == "OPTIONS") return Route::QueueStatus;
     return Route::MethodNotAllowed;
@@ -42,7 +43,7 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (decoded_path == kHealthz) return (method == "GET" || method == "HEAD") ? Route::Healthz : Route::MethodNotAllowed;
   if (decoded_path == kStats) return (method == "GET" || method == "HEAD") ? Route::Stats : Route::MethodNotAllowed;
   if (decoded_path == kCap) return method == "POST" ? Route::Cap : Route::MethodNotAllowed;
-  if (matchesAny(config.bypass, decoded_path)) return Route::Bypass;
+  if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;
   if (matchesAny(config.asset_public, decoded_path)) return Route::PublicAsset;
   if (matchesAny(config.long_lived, decoded_path)) return Route::LongLived;

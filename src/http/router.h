@@ -2,7 +2,7 @@
 //   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
 //   /_room/cap)
 //     -> local handlers; a wrong method -> 405 with Allow
-//   -bypass -> proxy, no guard;  -assets -> private asset guard;
+//   a client in -bypass-cidrs, or -bypass -> proxy, no guard;  -assets -> private asset guard;
 //   -asset-public -> public asset guard;  -long-lived -> page admission, then
 //   the long-lived cap once the origin's tunnel or event stream opens;
 //   everything else -> page admission.
@@ -31,7 +31,10 @@ enum class Route {
   Page,
 };
 
-Route route(const config::Config& config, std::string_view method, std::string_view decoded_path);
+// `bypass_client`: the client address (after -trusted-proxies) is in
+// -bypass-cidrs; every path but the reserved ones is then Bypass.
+Route route(const config::Config& config, std::string_view method, std::string_view decoded_path,
+            bool bypass_client = false);
 
 // The Allow header value for a reserved path ("GET, HEAD" ...), "" otherwise.
 std::string_view allowedMethods(std::string_view decoded_path);

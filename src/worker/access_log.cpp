@@ -49,7 +49,9 @@ void formatAccessLine(std::string& out, const http::Request& request, int status
     strftime(cached_time, sizeof cached_time, "[%d/%b/%Y:%H:%M:%S %z]", &tm);
     cached_wall = wall;
   }
-  appendEscaped(out, request.peer_ip);
+  // The client address (after -trusted-proxies); a head refused before
+  // dispatch has none yet, its peer stands in.
+  appendEscaped(out, request.client_ip.empty() ? request.peer_ip : request.client_ip);
   out += " - - ";
   out += cached_time;
   out += " \"";

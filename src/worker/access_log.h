@@ -1,6 +1,8 @@
 // The access log: Combined Log Format, then the request time in seconds and
 // the outcome word:
 //   127.0.0.1 - - [30/Nov/2026:03:10:16 +0000] "GET /p?q=1 HTTP/1.1" 200 1234 "ref" "ua" 0.001 admitted
+// The first field is the client address: the peer, or behind a trusted proxy
+// the client it names (-trusted-proxies, http/client_address.h).
 // Each worker appends to the same file (O_APPEND) from its own buffer; lines
 // are whole in every write(2), so workers never interleave mid-line. The
 // buffer is flushed at least every 100 ms (the worker's timer), when it

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "admission/admission.h"
 #include "admission/session.h"
+#include "http/client_address.h"
 #include "worker/access_log.h"
 #include "worker/callbacks.h"
 #include "worker/timeouts.h"
@@ -297,7 +298,12 @@ void ClientConnection::dispatch() {
   }
 
   const config::Config& config = host_.config();
-  route_ = http::route(config, request_.method, request_.path);
+  http::ClientIdentity client = http::identifyClient(request_, config.trusted_proxies);
+  request_.client_ip = std::move(client.ip);
+  request_.peer_trusted = client.peer_trusted;
+  request_.client_https = client.https;
+  const bool bypass_client = client.address && config::cidrListContains(config.bypass_cidrs, *client.address);
+  route_ = http::route(config, request_.method, request_.path, bypass_client);
   log_request_ = !(route_ == http::Route::PrivateAsset || route_ == http::Route::PublicAsset || route_ == http::Route::QueueStatus ||
                    route_ == http::Route::QueueEvents || route_ == http::Route::Healthz);
   if (request_.content_length > config.max_body) {

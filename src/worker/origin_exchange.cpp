@@ -515,7 +515,7 @@ void OriginExchange::complete() {
 // expiry.
 void OriginExchange::endSession() {
   client_.sessionEnded();
-  session_end_extra_ = sessionEndHeaders(*extra_, admission::expiredAdmitSetCookie(config_));
+  session_end_extra_ = sessionEndHeaders(*extra_, admission::expiredAdmitSetCookie(config_, client_.request().client_https));
   extra_ = &session_end_extra_;
 }
 

@@ -4,6 +4,7 @@
 #include "worker/rewrite.h"
 
 #include "admission/cookies.h"
+#include "http/client_address.h"
 #include "http/response.h"
 
 namespace concert::worker {
@@ -96,9 +97,13 @@ void buildUpstreamRequestHead(const http::Request& request, const config::Config
       appendHeader(out, "TE", "trailers");
       break;
     }
-  appendHeader(out, "X-Forwarded-For", request.peer_ip);
-  if (has_host) appendHeader(out, "X-Forwarded-Host", inbound_host);
-  appendHeader(out, "X-Forwarded-Proto", request.tls ? "https" : "http");
+  // The incoming forwarding headers were all dropped above; these replace
+  // them, carrying a trusted proxy's chain on (http/client_address.h).
+  const http::OutgoingForwarding forwarding = http::outgoingForwarding(request);
+  appendHeader(out, "X-Forwarded-For", forwarding.x_forwarded_for);
+  if (forwarding.x_forwarded_host) appendHeader(out, "X-Forwarded-Host", *forwarding.x_forwarded_host);
+  appendHeader(out, "X-Forwarded-Proto", forwarding.x_forwarded_proto);
+  appendHeader(out, "Forwarded", forwarding.forwarded);
   if (request.chunked)
     appendHeader(out, "Transfer-Encoding", "chunked");
   else if (request.content_length >= 0)

@@ -33,7 +33,8 @@ std::string upstreamTarget(const config::Upstream& upstream, const http::Request
 
 // The whole request head toward the origin (ends with the blank line):
 // hop-by-hop headers (and those Connection names) removed, Forwarded and
-// X-Forwarded-* replaced, Host preserved or rewritten, Cookie rebuilt without
+// X-Forwarded-* replaced (a trusted proxy's chain carried on, see
+// http/client_address.h), Host preserved or rewritten, Cookie rebuilt without
 // Concert's cookies, framing chosen by Concert (Content-Length when known,
 // chunked otherwise), Expect dropped (Concert answers 100-continue itself),
 // Upgrade re-added for a protocol switch.

@@ -286,8 +286,10 @@ class ProxyTest(unittest.TestCase):
         self.assertEqual(origin_header(rec, "X-Kept"), "yes")
         self.assertEqual(origin_header(rec, "User-Agent"), "t")
         self.assertEqual(origin_header(rec, "TE"), "trailers")
-        for gone in ("X-Hop", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Trailer", "Upgrade",
-                     "Forwarded"):
+        # The client's Forwarded is replaced by Concert's own, saying the same as the X- headers.
+        self.assertEqual(origin_header(rec, "Forwarded"), "for=127.0.0.1;host=concert.example;proto=http")
+        self.assertEqual(len([1 for k, _ in rec["headers"] if k.lower() == "forwarded"]), 1)
+        for gone in ("X-Hop", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Trailer", "Upgrade"):
             self.assertIsNone(origin_header(rec, gone), gone)
         self.assertEqual(len([1 for k, _ in rec["headers"] if k.lower() == "x-forwarded-for"]), 1)
 

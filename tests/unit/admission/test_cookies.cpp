@@ -3,7 +3,9 @@
 
 #include "config/config.h"
 #include "admission/admission.h"
+#include "admission/answers.h"
 #include "admission/cookies.h"
+#include "http/client_address.h"
 
 using namespace concert;
 using namespace concert::admission;
@@ -51,12 +53,12 @@ TEST_CASE("Set-Cookie attribute strings") {
   c.admit_ttl = 600'000;
   CHECK(ticketSetCookie(c, "00ff", false) == "room_ticket=00ff; Path=/; Max-Age=300; HttpOnly; SameSite=Lax");
   CHECK(probeSetCookie(c, false) == "room_probe=1; Path=/; Max-Age=300; SameSite=Lax");
-  CHECK(admitSetCookie(c, "PASS") == "concert_admit=PASS; Path=/; Max-Age=600; HttpOnly; SameSite=Lax");
+  CHECK(admitSetCookie(c, "PASS", false) == "concert_admit=PASS; Path=/; Max-Age=600; HttpOnly; SameSite=Lax");
 
-  SUBCASE("TLS makes the room cookies Secure, not the pass") {
+  SUBCASE("https makes every cookie Secure, the pass too") {
     CHECK(ticketSetCookie(c, "v", true) == "room_ticket=v; Path=/; Max-Age=300; HttpOnly; Secure; SameSite=Lax");
     CHECK(probeSetCookie(c, true) == "room_probe=1; Path=/; Max-Age=300; Secure; SameSite=Lax");
-    CHECK(admitSetCookie(c, "P").find("Secure") == std::string::npos);
+    CHECK(admitSetCookie(c, "P", true) == "concert_admit=P; Path=/; Max-Age=600; HttpOnly; Secure; SameSite=Lax");
   }
   SUBCASE("secure-cookie, path and domain") {
     c.secure_cookie = true;
@@ -65,18 +67,18 @@ TEST_CASE("Set-Cookie attribute strings") {
     c.token_ttl = 30'000;
     CHECK(ticketSetCookie(c, "v", false) ==
           "room_ticket=v; Path=/shop; Domain=example.com; Max-Age=30; HttpOnly; Secure; SameSite=Lax");
-    CHECK(admitSetCookie(c, "P") ==
+    CHECK(admitSetCookie(c, "P", false) ==
           "concert_admit=P; Path=/shop; Domain=example.com; Max-Age=600; HttpOnly; Secure; SameSite=Lax");
-    CHECK(expiredAdmitSetCookie(c) ==
+    CHECK(expiredAdmitSetCookie(c, false) ==
           "concert_admit=; Path=/shop; Domain=example.com; Max-Age=0; HttpOnly; Secure; SameSite=Lax");
   }
 }
 
 TEST_CASE("an ended session's Set-Cookie expires the pass with the pass cookie's attributes") {
   config::Config c;
-  CHECK(expiredAdmitSetCookie(c) == "concert_admit=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax");
-  CHECK(setsAdmitCookie(expiredAdmitSetCookie(c)));
-  CHECK(setsAdmitCookie(admitSetCookie(c, "P")));
+  CHECK(expiredAdmitSetCookie(c, false) == "concert_admit=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax");
+  CHECK(setsAdmitCookie(expiredAdmitSetCookie(c, false)));
+  CHECK(setsAdmitCookie(admitSetCookie(c, "P", false)));
   CHECK(setsAdmitCookie(" concert_admit =x"));
   CHECK_FALSE(setsAdmitCookie("concert_admit_old=x"));
   CHECK_FALSE(setsAdmitCookie("room_ticket=x; Path=/"));
@@ -84,6 +86,32 @@ TEST_CASE("an ended session's Set-Cookie expires the pass with the pass cookie's
   CookieAttributes a;
   a.max_age = -5;
   CHECK(formatSetCookie("x", "", a) == "x=; Max-Age=0; SameSite=Lax");
+}
+
+TEST_CASE("cookies are Secure when a trusted proxy says the client used https, never when anyone else does") {
+  config::Config c;
+  c.token_ttl = 300'000;
+  c.trusted_proxies = config::parseCidrList("127.0.0.1/32").cidrs;
+  const shm::TicketCookie ticket{1, 2};
+  auto placeCookies = [&](std::string peer, Headers headers) {
+    Request r;
+    r.peer_ip = std::move(peer);
+    r.headers = std::move(headers);
+    r.client_https = identifyClient(r, c.trusted_proxies).https;
+    Headers out;
+    addPlaceCookies(c, r, ticket, out);
+    REQUIRE(out.size() == 2);
+    return out;
+  };
+  for (const Header& h : placeCookies("127.0.0.1", {{"X-Forwarded-For", "203.0.113.7"}, {"X-Forwarded-Proto", "https"}}))
+    CHECK_MESSAGE(h.value.find("; Secure") != std::string::npos, h.value);
+  for (const Header& h : placeCookies("127.0.0.1", {{"Forwarded", "for=203.0.113.7;proto=https"}}))
+    CHECK_MESSAGE(h.value.find("; Secure") != std::string::npos, h.value);
+  for (const Header& h : placeCookies("127.0.0.1", {{"X-Forwarded-Proto", "http"}}))
+    CHECK_MESSAGE(h.value.find("Secure") == std::string::npos, h.value);
+  // The same header from a peer that is not trusted changes nothing.
+  for (const Header& h : placeCookies("198.51.100.1", {{"X-Forwarded-Proto", "https"}}))
+    CHECK_MESSAGE(h.value.find("Secure") == std::string::npos, h.value);
 }
 
 TEST_CASE("room_ticket cookie: hex round trip and strict parsing") {

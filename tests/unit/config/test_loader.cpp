@@ -146,6 +146,7 @@ TEST_CASE("every setting is read from its environment variable") {
     if (s.type == ValueType::String) continue;  // covered by the cases below and the error-format tests
     if (s.type == ValueType::Url) value = "http://10.0.0.1:81";
     if (s.type == ValueType::PathList) value = "/env-" + std::string(s.name);
+    if (s.type == ValueType::CidrList) value = "10.9.0.0/16,2001:db8::/32";
     if (s.type == ValueType::Workers) value = "3";
     if (s.type == ValueType::ByteSize) value = "3KB";
     if (s.type == ValueType::Float) value = "2.5";

@@ -123,6 +123,8 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"newcomer-share", "CONCERT_NEWCOMER_SHARE"},
       {"queue-status", "CONCERT_QUEUE_STATUS"},
       {"crawler-agents", "CONCERT_CRAWLER_AGENTS"},
+      {"trusted-proxies", "CONCERT_TRUSTED_PROXIES"},
+      {"bypass-cidrs", "CONCERT_BYPASS_CIDRS"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;

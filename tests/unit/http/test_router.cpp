@@ -114,3 +114,18 @@ TEST_CASE("header helpers are case-insensitive and keep order") {
   r.headers = h;
   CHECK(r.header("CONTENT-TYPE") == "text/html");
 }
+
+TEST_CASE("a client in -bypass-cidrs: every path but the reserved ones is Bypass") {
+  const config::Config c = routedConfig();
+  CHECK(route(c, "GET", "/", true) == Route::Bypass);
+  CHECK(route(c, "POST", "/checkout", true) == Route::Bypass);
+  CHECK(route(c, "GET", "/static/a.css", true) == Route::Bypass);
+  CHECK(route(c, "GET", "/public/x", true) == Route::Bypass);
+  CHECK(route(c, "GET", "/_room/healthz", true) == Route::Healthz);
+  CHECK(route(c, "GET", "/_room/stats", true) == Route::Stats);
+  CHECK(route(c, "GET", "/queue/status", true) == Route::QueueStatus);
+  CHECK(route(c, "GET", "/queue/events", true) == Route::QueueEvents);
+  CHECK(route(c, "POST", "/_room/cap", true) == Route::Cap);
+  CHECK(route(c, "DELETE", "/_room/stats", true) == Route::MethodNotAllowed);
+  CHECK(route(c, "GET", "/", false) == Route::Page);
+}

@@ -203,14 +203,35 @@ TEST_CASE("request head toward the origin: hop-by-hop removed, forwarding header
   CHECK(hasLine(out, "User-Agent: ua"));
   CHECK(hasLine(out, "Accept: */*"));
   for (const char* gone : {"Connection", "X-Hop", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Trailer",
-                           "Upgrade", "Forwarded", "X-Forwarded-Port", "Content-Length", "Transfer-Encoding", "Cookie"})
+                           "Upgrade", "X-Forwarded-Port", "Content-Length", "Transfer-Encoding", "Cookie"})
     CHECK_MESSAGE(!hasName(out, gone), gone);
   CHECK(hasLine(out, "TE: trailers"));
   CHECK(hasLine(out, "X-Forwarded-For: 10.1.2.3"));
   CHECK(hasLine(out, "X-Forwarded-Host: concert.example"));
   CHECK(hasLine(out, "X-Forwarded-Proto: http"));
+  CHECK(hasLine(out, "Forwarded: for=10.1.2.3;host=concert.example;proto=http"));
   CHECK_FALSE(hasLine(out, "X-Forwarded-For: 6.6.6.6"));
+  CHECK_FALSE(hasLine(out, "Forwarded: for=1.1.1.1"));
+  CHECK_FALSE(hasLine(out, "X-Forwarded-Host: evil"));
+  CHECK_FALSE(hasLine(out, "X-Forwarded-Proto: https"));
   CHECK(out.substr(out.size() - 4) == "\r\n\r\n");
+}
+
+TEST_CASE("request head from a trusted proxy: its chain carried on with the peer appended, proto and host kept") {
+  config::Config c = sampleConfig();
+  Request r = sampleRequest();
+  r.peer_trusted = true;  // as dispatch sets it for a peer in -trusted-proxies
+  std::string out;
+  buildUpstreamRequestHead(r, c, out);
+  CHECK(hasLine(out, "X-Forwarded-For: 6.6.6.6, 10.1.2.3"));
+  CHECK(hasLine(out, "X-Forwarded-Host: evil"));
+  CHECK(hasLine(out, "X-Forwarded-Proto: https"));
+  CHECK(hasLine(out, "Forwarded: for=6.6.6.6;host=evil;proto=https, for=10.1.2.3"));
+  CHECK_FALSE(hasName(out, "X-Forwarded-Port"));  // not part of the contract: dropped as before
+  size_t count = 0;
+  for (size_t at = out.find("\nX-Forwarded-For:"); at != std::string::npos; at = out.find("\nX-Forwarded-For:", at + 1))
+    ++count;
+  CHECK(count == 1);
 }
 
 TEST_CASE("request head: Host rewrite, framing, upgrade") {
@@ -352,7 +373,14 @@ TEST_CASE("access log line: combined format, time, outcome, escaping") {
   bare.http_minor = 0;
   bare.peer_ip = "::1";
   formatAccessLine(out, bare, 429, 0, 1.5, admission::Outcome::Queued, 0);
+  CHECK(out.find("::1 - - [") == 0);
   CHECK(out.find("\"POST /x HTTP/1.0\" 429 0 \"-\" \"-\" 1.500 queued\n") != std::string::npos);
+  // The first field is the client address once dispatch has resolved it.
+  out.clear();
+  Request behind = r;
+  behind.client_ip = "203.0.113.7";
+  formatAccessLine(out, behind, 200, 1, 0, admission::Outcome::Bypass, 0);
+  CHECK(out.find("203.0.113.7 - - [") == 0);
   CHECK(std::string(admission::outcomeName(admission::Outcome::Bypass)) == "bypass");
   CHECK(std::string(admission::outcomeName(admission::Outcome::Local)) == "local");
   CHECK(std::string(admission::outcomeName(admission::Outcome::Rejected)) == "rejected");
