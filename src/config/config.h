@@ -68,6 +68,11 @@ struct Config {
   // -- clients
   CidrList trusted_proxies;  // peers whose X-Forwarded-* / Forwarded are believed
   CidrList bypass_cidrs;     // clients proxied without the room
+  bool proxy_protocol = false;       // the listener expects a PROXY header from trusted peers
+  int32_t max_tickets_per_client = 0;  // 0 = unlimited
+  int32_t abuse_threshold = 0;       // strikes within 10 minutes that ban a client (0 = off)
+  Millis abuse_ban = 600'000;        // first ban; doubles per repeat, at most 24 h
+  CidrList abuse_allow;              // never struck, banned or limited per client
 
   // -- waiting room
   int32_t cap = 500;

@@ -152,6 +152,26 @@ const Setting kSettings[] = {
      "clients (CIDR list, the address after -trusted-proxies) proxied without queueing or any limit, e.g. "
      "monitoring",
      &Config::bypass_cidrs, nullptr},
+    {"proxy-protocol", "CONCERT_PROXY_PROTOCOL", VT::Bool, "false", 0, 0, false, R::Live, kClients,
+     "every connection must come from -trusted-proxies and start with a PROXY protocol v1 or v2 header, whose "
+     "source address then stands for the peer; any other connection is closed unanswered",
+     &Config::proxy_protocol, nullptr},
+    {"max-tickets-per-client", "CONCERT_MAX_TICKETS_PER_CLIENT", VT::Int, "0", 0, 1 << 30, false, R::Live,
+     kClients,
+     "live tickets one client (an IPv4 address or an IPv6 /64) may hold; over it 429 + Retry-After, no ticket "
+     "(0 = unlimited)",
+     &Config::max_tickets_per_client, nullptr},
+    {"abuse-threshold", "CONCERT_ABUSE_THRESHOLD", VT::Int, "0", 0, 1 << 20, false, R::Live, kClients,
+     "strikes within 10 minutes that ban a client: forged pass or wrong admin token 5, refused by "
+     "-max-tickets-per-client or with 400/413/414/431 1 (0 = off)",
+     &Config::abuse_threshold, nullptr},
+    {"abuse-ban", "CONCERT_ABUSE_BAN", VT::Duration, "10m", 1 * kSecond, 24 * kHour, false, R::Live, kClients,
+     "how long a first ban lasts (every request 403, its tickets leave the line); doubles on each repeat, at "
+     "most 24h",
+     &Config::abuse_ban, nullptr},
+    {"abuse-allow", "CONCERT_ABUSE_ALLOW", VT::CidrList, "", 0, 0, false, R::Live, kClients,
+     "clients (CIDR list) never struck, banned or held to -max-tickets-per-client",
+     &Config::abuse_allow, nullptr},
 
     // -- waiting room
     {"cap", "CONCERT_CAPACITY", VT::Int, "500", 1, kInt32Max, false, R::Live, kRoom,

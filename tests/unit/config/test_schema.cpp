@@ -125,6 +125,11 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"crawler-agents", "CONCERT_CRAWLER_AGENTS"},
       {"trusted-proxies", "CONCERT_TRUSTED_PROXIES"},
       {"bypass-cidrs", "CONCERT_BYPASS_CIDRS"},
+      {"proxy-protocol", "CONCERT_PROXY_PROTOCOL"},
+      {"max-tickets-per-client", "CONCERT_MAX_TICKETS_PER_CLIENT"},
+      {"abuse-threshold", "CONCERT_ABUSE_THRESHOLD"},
+      {"abuse-ban", "CONCERT_ABUSE_BAN"},
+      {"abuse-allow", "CONCERT_ABUSE_ALLOW"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;
