@@ -599,6 +599,16 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
 
   loadSecrets(env, *config, result);
 
+  auto labelOf = [&](const char* name) { return labels[static_cast<size_t>(findSetting(name) - settings().data())]; };
+  if (config->proxy_protocol && config->trusted_proxies.empty())
+    result.errors.push_back(labelOf("proxy-protocol") +
+                            ": needs -trusted-proxies (the balancers allowed to send the header); without it every "
+                            "connection would be closed");
+  if (config->abuse_threshold > 0 && config->admit_secret_generated)
+    result.warnings.push_back(labelOf("abuse-threshold") +
+                              ": CONCERT_ADMIT_SECRET is generated, so after a restart every visitor's pass is foreign "
+                              "and counts as a forgery; set the secret");
+
   if (result.errors.empty()) result.config = std::move(config);
   return result;
 }

@@ -145,3 +145,38 @@ TEST_CASE("-trusted-proxies and -bypass-cidrs through the loader: every source, 
   CHECK(contains(b.errors, "trusted-proxies"));
   CHECK(contains(b.errors, "\"nope\" is not an IP address"));
 }
+
+TEST_CASE("abuse settings: defaults, -proxy-protocol needs trusted proxies, a generated secret is warned about") {
+  const LoadResult defaults = run({}, {{"CONCERT_ADMIT_SECRET", kSecret}});
+  const Config& d = okConfig(defaults);
+  CHECK_FALSE(d.proxy_protocol);
+  CHECK(d.max_tickets_per_client == 0);
+  CHECK(d.abuse_threshold == 0);
+  CHECK(d.abuse_ban == 600'000);
+  CHECK(d.abuse_allow.empty());
+
+  const LoadResult set = run({"-proxy-protocol", "-trusted-proxies", "10.0.0.0/8", "-max-tickets-per-client", "5",
+                              "-abuse-threshold=20", "-abuse-ban", "90s", "-abuse-allow", "192.0.2.0/24"},
+                             {{"CONCERT_ADMIT_SECRET", kSecret}});
+  const Config& c = okConfig(set);
+  CHECK(c.proxy_protocol);
+  CHECK(c.max_tickets_per_client == 5);
+  CHECK(c.abuse_threshold == 20);
+  CHECK(c.abuse_ban == 90'000);
+  CHECK(cidrListText(c.abuse_allow) == "192.0.2.0/24");
+
+  LoadResult lonely = run({"-proxy-protocol"}, {{"CONCERT_ADMIT_SECRET", kSecret}});
+  CHECK_FALSE(lonely.ok());
+  CHECK(contains(lonely.errors, "-proxy-protocol (flag): needs -trusted-proxies"));
+
+  LoadResult short_ban = run({"-abuse-ban", "10ms"}, {{"CONCERT_ADMIT_SECRET", kSecret}});
+  CHECK_FALSE(short_ban.ok());
+  CHECK(contains(short_ban.errors, "-abuse-ban (flag)"));
+  LoadResult negative = run({}, {{"CONCERT_ADMIT_SECRET", kSecret}, {"CONCERT_MAX_TICKETS_PER_CLIENT", "-1"}});
+  CHECK_FALSE(negative.ok());
+  CHECK(contains(negative.errors, "CONCERT_MAX_TICKETS_PER_CLIENT"));
+
+  LoadResult generated = run({"-abuse-threshold", "10"}, {});
+  CHECK(generated.ok());
+  CHECK(contains(generated.warnings, "-abuse-threshold (flag): CONCERT_ADMIT_SECRET is generated"));
+}

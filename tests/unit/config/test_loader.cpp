@@ -150,13 +150,16 @@ TEST_CASE("every setting is read from its environment variable") {
     if (s.type == ValueType::Workers) value = "3";
     if (s.type == ValueType::ByteSize) value = "3KB";
     if (s.type == ValueType::Float) value = "2.5";
-    Environment env = withSecret({{std::string(s.env), value}});
+    // -proxy-protocol is only valid with a trusted proxy to send the header.
+    Environment base = s.name == "proxy-protocol" ? withSecret({{"CONCERT_TRUSTED_PROXIES", "127.0.0.1"}}) : withSecret();
+    Environment env = base;
+    env[std::string(s.env)] = value;
     LoadResult r = run({}, env);
     INFO(s.env, "=", value);
     const Config& c = okConfig(r);
-    LoadResult flag = run({"-" + std::string(s.name) + "=" + value}, withSecret());
+    LoadResult flag = run({"-" + std::string(s.name) + "=" + value}, base);
     CHECK(valueText(s, c) == valueText(s, okConfig(flag)));
-    CHECK(valueText(s, c) != valueText(s, okConfig(run({}, withSecret()))));
+    CHECK(valueText(s, c) != valueText(s, okConfig(run({}, base))));
   }
   LoadResult strings = run({}, withSecret({{"CONCERT_LISTEN", "127.0.0.1:9"},
                                            {"CONCERT_PID_FILE", "/run/c.pid"},
