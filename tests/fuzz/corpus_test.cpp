@@ -86,6 +86,9 @@ TEST_CASE("pathlist corpus") {
 TEST_CASE("path corpus") {
   replayCorpus("path", &concert::fuzz::fuzzPath);
 }
+TEST_CASE("proxy_protocol corpus") {
+  replayCorpus("proxy_protocol", &concert::fuzz::fuzzProxyProtocol);
+}
 TEST_CASE("ticket corpus") {
   replayCorpus("ticket", &concert::fuzz::fuzzTicket);
 }

@@ -28,6 +28,7 @@ int fuzzTicket(const uint8_t* data, size_t size);
 int fuzzConfig(const uint8_t* data, size_t size);
 int fuzzPathList(const uint8_t* data, size_t size);
 int fuzzPath(const uint8_t* data, size_t size);
+int fuzzProxyProtocol(const uint8_t* data, size_t size);
 
 [[noreturn]] inline void fuzzFail(const char* file, int line, const char* what) {
   std::fprintf(stderr, "%s:%d: fuzz property violated: %s\n", file, line, what);

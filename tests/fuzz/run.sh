@@ -3,7 +3,7 @@
 # for a bounded time (`make fuzz`).
 #
 #   FUZZ_SECONDS=60     seconds per target (default 60)
-#   FUZZ_TARGETS="..."  subset of: request response cookies pass ticket config pathlist path
+#   FUZZ_TARGETS="..."  subset of: request response cookies pass ticket config pathlist path proxy_protocol
 #   FUZZ_BUILD=dir      where binaries and the growing work corpora go (default build-fuzz)
 #
 # Inputs: the checked-in seeds in tests/fuzz/corpus/<target>/ (read only) plus
@@ -21,7 +21,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
-TARGETS=${FUZZ_TARGETS:-"request response cookies pass ticket config pathlist path"}
+TARGETS=${FUZZ_TARGETS:-"request response cookies pass ticket config pathlist path proxy_protocol"}
 OUT=${FUZZ_BUILD:-build-fuzz}
 LLHTTP_SRC=${LLHTTP_SRC:-/usr/share/llhttp}
 LLHTTP_INC=${LLHTTP_INC:-/usr/share/include/llhttp}
@@ -43,13 +43,16 @@ declare -A SOURCES=(
   [config]="src/config/*.cpp src/common/*.cpp"
   [pathlist]="src/config/parse.cpp src/config/config.cpp"
   [path]="src/http/path.cpp"
+  [proxy_protocol]="src/http/proxy_protocol.cpp"
 )
 declare -A LIBS=(
   [request]="llhttp" [response]="llhttp" [cookies]="" [pass]="-lssl -lcrypto"
   [ticket]="" [config]="-lyaml-cpp -lssl -lcrypto" [pathlist]="" [path]=""
+  [proxy_protocol]=""
 )
 declare -A MAXLEN=(
   [request]=36000 [response]=16384 [cookies]=4096 [pass]=256 [ticket]=128 [config]=8192 [pathlist]=2048 [path]=1024
+  [proxy_protocol]=2200
 )
 declare -A DICT=([request]=tests/fuzz/http.dict [response]=tests/fuzz/http.dict [config]=tests/fuzz/config.dict
   [path]=tests/fuzz/path.dict)
@@ -137,7 +140,7 @@ done
 
 echo
 echo "fuzz summary (${SECONDS_PER_TARGET}s per target):"
-for t in $TARGETS; do printf '  %-9s %s\n' "$t" "${RESULT[$t]}"; done
+for t in $TARGETS; do printf '  %-14s %s\n' "$t" "${RESULT[$t]}"; done
 [ "$build_failed" -eq 1 ] && exit 2
 [ "$found" -eq 1 ] && exit 1
 exit 0
