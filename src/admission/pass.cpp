@@ -177,23 +177,29 @@ std::optional<std::string> mintNewPass(std::string_view secret, int64_t now, int
   return value;
 }
 
-std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view value, int64_t now) {
-  if (value.size() != kPassEncodedChars) return std::nullopt;
+CheckedPass checkPass(std::string_view secret, std::string_view value, int64_t now) {
+  CheckedPass out;  // Forged until proven otherwise
+  if (value.size() != kPassEncodedChars) return out;
   std::optional<std::string> raw = base64UrlDecode(value);
-  if (!raw || raw->size() != kPassRawBytes) return std::nullopt;
+  if (!raw || raw->size() != kPassRawBytes) return out;
   const auto* bytes = reinterpret_cast<const uint8_t*>(raw->data());
   uint8_t mac[kMacBytes];
-  if (!computeMac(secret, bytes, mac)) return std::nullopt;
-  if (CRYPTO_memcmp(mac, bytes + kSignedBytes, kMacBytes) != 0) return std::nullopt;
+  if (!computeMac(secret, bytes, mac)) return out;
+  if (CRYPTO_memcmp(mac, bytes + kSignedBytes, kMacBytes) != 0) return out;
   uint64_t e = 0;
   for (int i = 0; i < 8; ++i) e = (e << 8) | bytes[kPassIdBytes + i];
   // Expiries beyond int64 cannot be minted by us; treat them as forged.
-  if (e > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-  AdmitPass pass;
-  std::memcpy(pass.id.data(), bytes, kPassIdBytes);
-  pass.expiry = static_cast<int64_t>(e);
-  if (!(now < pass.expiry)) return std::nullopt;
-  return pass;
+  if (e > static_cast<uint64_t>(INT64_MAX)) return out;
+  std::memcpy(out.pass.id.data(), bytes, kPassIdBytes);
+  out.pass.expiry = static_cast<int64_t>(e);
+  out.check = now < out.pass.expiry ? PassCheck::Valid : PassCheck::Expired;
+  return out;
+}
+
+std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view value, int64_t now) {
+  CheckedPass checked = checkPass(secret, value, now);
+  if (checked.check != PassCheck::Valid) return std::nullopt;
+  return checked.pass;
 }
 
 std::optional<std::string> slidePass(std::string_view secret, const std::optional<AdmitPass>& current, int64_t now,

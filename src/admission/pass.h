@@ -38,6 +38,16 @@ std::string mintPass(std::string_view secret, const PassId& id, int64_t expiry);
 // the RNG fails (the caller then serves without a pass).
 std::optional<std::string> mintNewPass(std::string_view secret, int64_t now, int64_t ttl_seconds);
 
+// What a presented pass is: genuine and unexpired, genuine but expired (an
+// honest visitor back late), or not ours at all (malformed, tampered with, or
+// signed with another key: a forgery, traffic.md §4.5).
+enum class PassCheck { Valid, Expired, Forged };
+struct CheckedPass {
+  PassCheck check = PassCheck::Forged;
+  AdmitPass pass;  // id and expiry: Valid and Expired
+};
+CheckedPass checkPass(std::string_view secret, std::string_view value, int64_t now);
+
 // The id and expiry of a genuine, unexpired pass; nullopt for anything else.
 std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view value, int64_t now);
 

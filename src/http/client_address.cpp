@@ -1,6 +1,9 @@
 // The forwarding-header reader and writer; the rules are in client_address.h.
 #include "http/client_address.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 namespace concert::http {
 
 namespace {
@@ -210,6 +213,32 @@ ClientIdentity identifyClient(const Request& request, const config::CidrList& tr
   who.ip = config::ipAddressText(*who.address);
   if (in.proto && equalsIgnoreCase(*in.proto, "https")) who.https = true;
   return who;
+}
+
+std::array<uint8_t, 16> clientKey(const config::IpAddress& address) {
+  std::array<uint8_t, 16> key{};
+  if (address.v6) {
+    std::copy(address.bytes.begin(), address.bytes.begin() + 8, key.begin());
+  } else {
+    key[10] = 0xff;
+    key[11] = 0xff;
+    std::copy(address.bytes.begin(), address.bytes.begin() + 4, key.begin() + 12);
+  }
+  return key;
+}
+
+std::string socketAddressText(const sockaddr* address) {
+  char buf[INET6_ADDRSTRLEN] = "";
+  if (address->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, buf, sizeof buf);
+  } else if (address->sa_family == AF_INET6) {
+    const auto* a6 = reinterpret_cast<const sockaddr_in6*>(address);
+    if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
+      inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], buf, sizeof buf);
+    else
+      inet_ntop(AF_INET6, &a6->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
 }
 
 OutgoingForwarding outgoingForwarding(const Request& request) {

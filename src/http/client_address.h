@@ -24,6 +24,10 @@
 // connection, the Host header.
 #pragma once
 
+#include <sys/socket.h>
+
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,6 +64,16 @@ struct ClientIdentity {
 };
 // Without trusted proxies: the peer, https only on TLS, no header read.
 ClientIdentity identifyClient(const Request& request, const config::CidrList& trusted);
+
+// The client as one party for the per-client limits and bans (traffic.md
+// §4.3): an IPv4 address (as its IPv4-mapped IPv6 form), or the /64 of an
+// IPv6 address (the low 64 bits zero), since one IPv6 host is commonly handed
+// a whole /64 and can pick any address in it.
+std::array<uint8_t, 16> clientKey(const config::IpAddress& address);
+
+// A socket address as text: dotted quad (also for an IPv4-mapped IPv6
+// address) or RFC 5952 IPv6; "" for other families.
+std::string socketAddressText(const sockaddr* address);
 
 // What Concert sends on to the origin, every value ready for the head:
 //   X-Forwarded-For   the incoming chain (trusted peer only), then the peer

@@ -152,3 +152,22 @@ TEST_CASE("base64url helpers") {
   CHECK_FALSE(base64UrlDecode("A"));
   CHECK_FALSE(base64UrlDecode("-w=="));
 }
+
+TEST_CASE("admit pass: an expired pass of ours is told apart from a forgery") {
+  const std::string pass = mintPass(kSecret, sequentialId(), 1700000000);
+  CHECK(checkPass(kSecret, pass, 1699999999).check == PassCheck::Valid);
+  const CheckedPass late = checkPass(kSecret, pass, 1700000000);
+  CHECK(late.check == PassCheck::Expired);
+  CHECK(late.pass.expiry == 1700000000);
+  CHECK(late.pass.id == sequentialId());
+  // Another key, a flipped MAC byte, a flipped expiry byte, junk: forged.
+  CHECK(checkPass("another-secret-another-secret-0123", pass, 1).check == PassCheck::Forged);
+  std::string tampered = pass;
+  tampered[40] = tampered[40] == 'A' ? 'B' : 'A';
+  CHECK(checkPass(kSecret, tampered, 1).check == PassCheck::Forged);
+  tampered = pass;
+  tampered[25] = tampered[25] == 'A' ? 'B' : 'A';
+  CHECK(checkPass(kSecret, tampered, 1).check == PassCheck::Forged);
+  CHECK(checkPass(kSecret, "", 1).check == PassCheck::Forged);
+  CHECK(checkPass(kSecret, std::string(54, 'A'), 1).check == PassCheck::Forged);
+}

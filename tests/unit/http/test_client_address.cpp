@@ -1,5 +1,8 @@
 // Client identity behind proxies (-trusted-proxies): reading X-Forwarded-For
 // and Forwarded, the right-to-left walk, and the forwarding headers sent on.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <doctest/doctest.h>
 
 #include "config/cidr.h"
@@ -226,4 +229,37 @@ TEST_CASE("toward the origin from a trusted peer: the chain carried on, the peer
   CHECK(fo.x_forwarded_host == "a.example:8443");
   CHECK(fo.forwarded ==
         "for=\"[2001:db8::7]:1234\";host=\"a.example:8443\";proto=https, for=unknown, for=_p, for=127.0.0.1");
+}
+
+TEST_CASE("a client is an IPv4 address or an IPv6 /64") {
+  auto key = [](std::string_view text) { return clientKey(ip(text)); };
+  CHECK(key("192.0.2.1") == key("::ffff:192.0.2.1"));
+  CHECK(key("192.0.2.1") != key("192.0.2.2"));
+  const std::array<uint8_t, 16> v4 = key("192.0.2.1");
+  CHECK(v4[10] == 0xff);
+  CHECK(v4[11] == 0xff);
+  CHECK(v4[12] == 192);
+  CHECK(v4[15] == 1);
+  CHECK(key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff:ffff:ffff:ffff"));
+  CHECK(key("2001:db8:1:2::1") == key("2001:db8:1:2:1234::"));
+  CHECK(key("2001:db8:1:2::1") != key("2001:db8:1:3::1"));
+  CHECK(key("2001:db8::1") != key("192.0.2.1"));
+  // ::1 and the IPv4 world do not collide: ::/64 is not an IPv4-mapped key.
+  CHECK(key("::1") != key("0.0.0.1"));
+}
+
+TEST_CASE("socket addresses as text") {
+  sockaddr_in a4{};
+  a4.sin_family = AF_INET;
+  inet_pton(AF_INET, "203.0.113.9", &a4.sin_addr);
+  CHECK(socketAddressText(reinterpret_cast<sockaddr*>(&a4)) == "203.0.113.9");
+  sockaddr_in6 a6{};
+  a6.sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "::ffff:198.51.100.4", &a6.sin6_addr);
+  CHECK(socketAddressText(reinterpret_cast<sockaddr*>(&a6)) == "198.51.100.4");
+  inet_pton(AF_INET6, "2001:db8::7", &a6.sin6_addr);
+  CHECK(socketAddressText(reinterpret_cast<sockaddr*>(&a6)) == "2001:db8::7");
+  sockaddr un{};
+  un.sa_family = AF_UNIX;
+  CHECK(socketAddressText(&un) == "");
 }
