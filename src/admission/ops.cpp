@@ -13,11 +13,11 @@
 #include <variant>
 #include <vector>
 
-#include "common/json.h"
-#include "common/log.h"
 #include "admission/admission.h"
 #include "admission/answers.h"
 #include "admission/cap_body.h"
+#include "common/json.h"
+#include "common/log.h"
 
 namespace concert::admission {
 namespace {
@@ -51,6 +51,7 @@ http::LocalResponse handleStats(const AdmissionContext& context, const http::Req
       {"asset_user_cap_h1", int64_t{config.asset_user_cap_h1}},
       {"asset_user_cap_h2", int64_t{config.asset_user_cap_h2}},
       {"asset_users", s.asset_users},
+      {"banned_clients", s.banned_clients},
       {"cap", int64_t{s.cap}},
       {"generation", uint64_t{s.generation}},
       {"live_queue_depth", s.live_queue_depth},

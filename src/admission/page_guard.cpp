@@ -164,7 +164,8 @@ class PageGuard final : public RequestGuard {
         if (issued.ready && takeTurn(issued.cookie)) return admitted(request);
         return queued(request, issued.cookie, issued.position, now, false, issued.ready);
       case shm::IssueOutcome::Breaker:
-      case shm::IssueOutcome::RingFull: break;
+      case shm::IssueOutcome::RingFull:
+      case shm::IssueOutcome::ClientLimit: break;  // not issued without a client
     }
     return respond(roomFullResponse(config_, request), Outcome::Rejected);
   }
@@ -233,7 +234,8 @@ class PageGuard final : public RequestGuard {
         }
         return holdOn();
       case shm::IssueOutcome::Breaker:
-      case shm::IssueOutcome::RingFull: break;
+      case shm::IssueOutcome::RingFull:
+      case shm::IssueOutcome::ClientLimit: break;  // not issued without a client
     }
     leaveHold();
     return respond(roomFullResponse(config_, request), Outcome::Rejected);

@@ -30,7 +30,7 @@
   X(PassTableFullTotal, pass_table_full_total)               \
   X(ReloadsTotal, reloads_total)                             \
   X(WorkerRestartsTotal, worker_restarts_total)              \
-  X(SlotsReclaimedTotal, slots_reclaimed_total)             \
+  X(SlotsReclaimedTotal, slots_reclaimed_total)              \
   X(MissedTurnsTotal, missed_turns_total)                    \
   X(GhostEvictedTotal, ghost_evicted_total)                  \
   X(ConnectionsRefusedTotal, connections_refused_total)      \
@@ -41,7 +41,10 @@
   X(TimeoutsKeepaliveTotal, timeouts_keepalive_total)        \
   X(TimeoutsUpstreamReadTotal, timeouts_upstream_read_total) \
   X(TimeoutsTunnelTotal, timeouts_tunnel_total)              \
-  X(PassEvictedTotal, pass_evicted_total)
+  X(PassEvictedTotal, pass_evicted_total)                    \
+  X(AbuseStrikesTotal, abuse_strikes_total)                  \
+  X(AbuseBansTotal, abuse_bans_total)                        \
+  X(ClientTableFullTotal, client_table_full_total)
 
 namespace concert::shm {
 

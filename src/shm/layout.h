@@ -8,30 +8,41 @@
 // fixed arrays at 64-byte-aligned offsets and never allocated from again.
 // Fresh anonymous pages are zero, and a zero std::atomic of a lock-free
 // integer type is that integer 0, so the large arrays (ticket ring, bitmaps,
-// pass table, revocations) are used as they come, without touching (and
-// committing) every page at start-up; only the header is written.
+// client tags, pass table, revocations, client table) are used as they come,
+// without touching (and committing) every page at start-up; only the header
+// is written.
 //
 // Word by word, who writes (each subsystem's file says more):
 //   Header      master at create; page_cap / configured cap / generation by
 //               the master (and POST /_room/cap from any worker); asset_cap
 //               only at create; long_lived_cap by the master; next_ticket, low_water, utilization and
-//               counters by everyone.
+//               counters by everyone; ban_horizon by strikers, forward only.
 //   SlotRecord  page / asset / long-lived counters: only the slot's own worker (and the
 //               master in reclaim, after the worker is dead); pid, generation:
 //               master; heartbeat: the worker; waiting mask: the worker.
 //   TicketEntry state word by CAS from anyone (issuer, claimer, finisher,
 //               retirer, master); nonce and times by the issuer and touches.
+//   Client tag  (per ring entry) stored by the issuer while the entry is
+//               Reserved; cleared by CAS by whoever leaves the ticket's
+//               client (finishers, the reusing issuer, the master).
 //   Pass table  state word by CAS; cells only by their own slot (and master
 //               in reclaim); home-bucket locks by creators.
 //   Revocations state word by CAS; id and until by the writer holding the
 //               entry (and the master in reclaim).
+//   Clients     state word by CAS; key, strikes and ban by the writer
+//               holding the entry; the live count by CAS from anyone;
+//               last_seen by issuers and strikers; audit by the master;
+//               create_lock by creators (and the master in reclaim).
 //
 // A SIGKILL leaves the words as they were at that instruction: every
 // structure here is laid out so that what a dead worker held is named by its
 // slot number (per-slot counters and cells, ticket and pass owners, lock
-// words holding slot + 1, revocation writers), and Segment::reclaimDeadWorker finds it from the
-// words alone. The header's shared words (next_ticket, low_water, counters)
-// are only ever moved by single atomic steps that leave them valid.
+// words holding slot + 1, revocation and client-entry writers), and
+// Segment::reclaimDeadWorker finds it from the words alone. The header's
+// shared words (next_ticket, low_water, counters) are only ever moved by
+// single atomic steps that leave them valid. One thing is mended rather than
+// reclaimed: a client's live count, which a SIGKILL can leave one too high
+// (clients.h); the master's janitor recounts it from the tags.
 #pragma once
 
 #include <sched.h>
@@ -47,7 +58,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 5;
+constexpr uint32_t kLayoutVersion = 6;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -153,6 +164,69 @@ struct RevocationEntry {
 };
 static_assert(sizeof(RevocationEntry) == 32);
 
+// ------------------------------------------------------------------ clients
+// Client state word: version (32 bits) | state (4 bits) | owner slot (12
+// bits); the states are explained in clients.h.
+enum class ClientState : uint64_t {
+  Empty = 0,     // never used: ends a probe chain
+  Claiming = 1,  // `owner` is taking it for a new client: key not valid
+  Live = 2,      // a client's entry
+  Updating = 3,  // `owner` is writing its strikes and ban; key unchanged
+  Vacant = 4,    // free (a claim a dead writer left half done); does not end a chain
+};
+
+constexpr uint64_t packClient(uint32_t version, ClientState state, uint32_t owner) {
+  return (uint64_t{version} << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
+}
+constexpr uint32_t clientVersion(uint64_t word) {
+  return static_cast<uint32_t>(word >> 16);
+}
+constexpr ClientState clientState(uint64_t word) {
+  return static_cast<ClientState>((word >> 12) & 0xf);
+}
+constexpr uint32_t clientOwner(uint64_t word) {
+  return static_cast<uint32_t>(word & 0xfff);
+}
+
+// Two 32-bit halves in one word, stored and read in one step: the live
+// count (changes | count), strikes (window start | count), the ban (until
+// | bans so far) and the janitor's audit (changes | since + 1).
+constexpr uint64_t packHalves(uint32_t high, uint32_t low) {
+  return (uint64_t{high} << 32) | low;
+}
+constexpr uint32_t highHalf(uint64_t word) {
+  return static_cast<uint32_t>(word >> 32);
+}
+constexpr uint32_t lowHalf(uint64_t word) {
+  return static_cast<uint32_t>(word);
+}
+
+// One client, one cache line. Times are monotonic seconds (secondsOf).
+struct alignas(64) ClientEntry {
+  std::atomic<uint64_t> state;
+  std::atomic<uint64_t> key[2];
+  std::atomic<uint64_t> live;     // changes (every +1 and -1) | live tickets
+  std::atomic<uint64_t> strikes;  // window start | strikes in the window
+  std::atomic<uint64_t> ban;      // until (banned while now < until) | bans so far
+  std::atomic<uint64_t> audit;    // master janitor: `live` changes seen | first seen off + 1 (0: none)
+  std::atomic<uint32_t> last_seen;
+  std::atomic<uint32_t> create_lock;  // as a home bucket: creator's slot + 1, 0 = free
+};
+static_assert(sizeof(ClientEntry) == 64);
+
+// Client tag, one per ring entry: which client's count a ticket holds.
+// (ticket's lap mod 256) << 24 | (client index + 1); 0 = none (untracked).
+constexpr uint32_t kMaxClientTable = 1u << 23;  // index + 1 fits in 24 bits
+constexpr uint32_t packClientTag(uint64_t ticket, uint32_t ring_bits, uint32_t client) {
+  return (static_cast<uint32_t>((ticket >> ring_bits) & 0xff) << 24) | ((client + 1) & 0xffffffu);
+}
+constexpr bool tagNames(uint32_t tag, uint64_t ticket, uint32_t ring_bits) {
+  return tag != 0 && (tag >> 24) == static_cast<uint32_t>((ticket >> ring_bits) & 0xff);
+}
+constexpr uint32_t tagClient(uint32_t tag) {
+  return (tag & 0xffffffu) - 1;
+}
+
 // ------------------------------------------------------------------ header
 struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
@@ -166,7 +240,8 @@ struct alignas(64) Header {
   uint32_t worker_slots;
   uint32_t pass_table_size;
   uint32_t revocation_table_size;
-  std::atomic<int64_t> asset_cap;  // fixed after create
+  uint32_t client_table_size;
+  std::atomic<int64_t> asset_cap;       // fixed after create
   std::atomic<int64_t> long_lived_cap;  // set at create and by the master on reload
   std::atomic<int64_t> page_cap;
   std::atomic<int64_t> configured_page_cap;
@@ -175,6 +250,7 @@ struct alignas(64) Header {
   alignas(64) std::atomic<uint64_t> low_water;    // no ticket below it is Reserved or Waiting
   alignas(64) std::atomic<uint64_t> utilization;  // bit pattern of a double
   alignas(64) std::atomic<int64_t> line_credit;   // sessions.h: the line's owed slots, in thousandths
+  alignas(64) std::atomic<uint32_t> ban_horizon;  // clients.h: the latest ban until ever set (seconds)
   PaddedCounter counters[kCounterCount];          // one per CONCERT_COUNTERS entry
 };
 
@@ -202,6 +278,8 @@ class Layout {
   uint64_t ring_mask = 0;
   uint32_t pass_mask = 0;
   uint32_t revocation_mask = 0;
+  uint32_t client_mask = 0;
+  uint32_t ring_bits = 0;  // ring_size == 1 << ring_bits
 
   Header* header = nullptr;
   SlotRecord* slots = nullptr;
@@ -217,6 +295,8 @@ class Layout {
   std::atomic<uint32_t>* pass_cells = nullptr;  // [entry][slot][proto]
   std::atomic<uint32_t>* pass_locks = nullptr;  // home-bucket creation locks: owner slot + 1, 0 = free
   RevocationEntry* revocations = nullptr;
+  ClientEntry* clients = nullptr;
+  std::atomic<uint32_t>* client_tags = nullptr;  // per ring entry (packClientTag)
 
   TicketEntry& entry(uint64_t ticket) const { return entries[ticket & ring_mask]; }
   uint32_t index(uint64_t ticket) const { return static_cast<uint32_t>(ticket & ring_mask); }
@@ -259,6 +339,11 @@ inline uint32_t low32(Millis ms) {
 }
 inline int64_t elapsed32(Millis now, uint32_t then) {
   return static_cast<int32_t>(low32(now) - then);
+}
+// Monotonic seconds in 32 bits (the client table's times): they wrap after
+// 136 years of uptime.
+inline uint32_t secondsOf(Millis ms) {
+  return ms <= 0 ? 0 : static_cast<uint32_t>(ms / 1000);
 }
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

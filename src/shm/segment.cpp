@@ -1,7 +1,7 @@
 // Segment creation and carving, the subsystem handles, and dead-worker
 // reclamation. Each subsystem's code is in its own file (tickets.cpp,
-// semaphore.cpp, pass_table.cpp, revocations.cpp, worker_slots.cpp,
-// stats.cpp).
+// semaphore.cpp, pass_table.cpp, revocations.cpp, clients.cpp,
+// worker_slots.cpp, stats.cpp).
 //
 // States: the segment exists from create() (master, before any fork) until
 // the last process that mapped it exits; it is anonymous, so nothing of it
@@ -38,12 +38,13 @@ uint64_t nextPowerOfTwo(uint64_t n) {
 bool validGeometry(const Geometry& g) {
   return g.ring_size >= 64 && std::has_single_bit(g.ring_size) && g.worker_slots >= 1 &&
          g.worker_slots <= kMaxWorkerSlots && g.pass_table_size >= 1 && std::has_single_bit(g.pass_table_size) &&
-         g.revocation_table_size >= 1 && std::has_single_bit(g.revocation_table_size);
+         g.revocation_table_size >= 1 && std::has_single_bit(g.revocation_table_size) && g.client_table_size >= 1 &&
+         std::has_single_bit(g.client_table_size) && g.client_table_size <= kMaxClientTable;
 }
 
 struct Offsets {
-  size_t slots, entries, cookie_sent, waiting, returned, missed, out, pass_state, pass_id, pass_last_used, pass_cells, pass_locks,
-      revocations, total;
+  size_t slots, entries, cookie_sent, waiting, returned, missed, out, pass_state, pass_id, pass_last_used, pass_cells,
+      pass_locks, revocations, clients, client_tags, total;
 };
 
 Offsets carve(const Geometry& g) {
@@ -67,6 +68,8 @@ Offsets carve(const Geometry& g) {
   o.pass_cells = take(sizeof(uint32_t) * 2 * size_t{g.worker_slots} * g.pass_table_size);
   o.pass_locks = take(sizeof(uint32_t) * g.pass_table_size);
   o.revocations = take(sizeof(RevocationEntry) * g.revocation_table_size);
+  o.clients = take(sizeof(ClientEntry) * g.client_table_size);
+  o.client_tags = take(sizeof(uint32_t) * g.ring_size);
   o.total = at;
   return o;
 }
@@ -95,6 +98,11 @@ Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t as
   g.pass_table_size = static_cast<uint32_t>(table);
   constexpr uint32_t kMinRevocations = 1u << 12;
   g.revocation_table_size = g.pass_table_size > kMinRevocations ? g.pass_table_size : kMinRevocations;
+  constexpr uint64_t kMinClients = uint64_t{1} << 12;
+  uint64_t clients = nextPowerOfTwo(ring / 4);
+  if (clients < kMinClients) clients = kMinClients;
+  if (clients > kMaxClientTable) clients = kMaxClientTable;
+  g.client_table_size = static_cast<uint32_t>(clients);
   return g;
 }
 
@@ -113,10 +121,11 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       long_lived_(mapping_->layout, slots_, &SlotRecord::long_lived, &mapping_->layout.header->long_lived_cap,
                   Resource::LongLivedSlot, nullptr, "long-lived"),
       sessions_(mapping_->layout, slots_),
-      tickets_(mapping_->layout, slots_, pages_, sessions_),
+      clients_(mapping_->layout, slots_),
+      tickets_(mapping_->layout, slots_, pages_, sessions_, clients_),
       passes_(mapping_->layout, slots_),
       revocations_(mapping_->layout, slots_),
-      stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, slots_) {}
+      stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, clients_, slots_) {}
 
 Segment::~Segment() = default;
 
@@ -133,6 +142,8 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.ring_mask = geometry.ring_size - 1;
   l.pass_mask = geometry.pass_table_size - 1;
   l.revocation_mask = geometry.revocation_table_size - 1;
+  l.client_mask = geometry.client_table_size - 1;
+  l.ring_bits = static_cast<uint32_t>(std::countr_zero(geometry.ring_size));
 
   auto* base = static_cast<unsigned char*>(mapping->region.get_address());
   l.header = new (base) Header();
@@ -149,6 +160,8 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.pass_cells = reinterpret_cast<std::atomic<uint32_t>*>(base + off.pass_cells);
   l.pass_locks = reinterpret_cast<std::atomic<uint32_t>*>(base + off.pass_locks);
   l.revocations = reinterpret_cast<RevocationEntry*>(base + off.revocations);
+  l.clients = reinterpret_cast<ClientEntry*>(base + off.clients);
+  l.client_tags = reinterpret_cast<std::atomic<uint32_t>*>(base + off.client_tags);
   for (uint32_t s = 0; s < geometry.worker_slots; ++s) new (&l.slots[s]) SlotRecord();
 
   Header& h = *l.header;
@@ -159,6 +172,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.worker_slots = geometry.worker_slots;
   h.pass_table_size = geometry.pass_table_size;
   h.revocation_table_size = geometry.revocation_table_size;
+  h.client_table_size = geometry.client_table_size;
   h.asset_cap.store(asset_cap);
   h.long_lived_cap.store(long_lived_cap);
   h.page_cap.store(page_cap);
@@ -167,6 +181,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.next_ticket.store(1);
   h.low_water.store(1);
   h.utilization.store(std::bit_cast<uint64_t>(0.0));
+  h.ban_horizon.store(0);
 
   // The handles (WorkerSlots creates the eventfds) are made last, over the
   // finished layout.
@@ -185,6 +200,15 @@ size_t Segment::bytes() const {
   return mapping_->region.get_size();
 }
 
+// ---------------------------------------------------------------- strikes
+StrikeOutcome Segment::strike(const uint8_t key[16], int weight, const AbusePolicy& policy, Millis now,
+                              WorkerSlot slot) {
+  uint32_t index = Clients::kNone;
+  StrikeOutcome out = clients_.strike(key, weight, policy, now, slot, &index);
+  if (out.banned_now) out.tickets_retired = tickets_.retireClient(index);
+  return out;
+}
+
 // ---------------------------------------------------------------- reclaim
 ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
   auto reclaim = [slot](Handle& part) { return part.reclaim(slot); };
@@ -196,6 +220,7 @@ ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
   report.tickets_finished = reclaim(tickets_);
   report.pass_holds = reclaim(passes_);
   report.revocation_writes = reclaim(revocations_);
+  report.client_writes = reclaim(clients_);
   slots_.reclaim(slot);  // last: the slot is free once everything it held is back
   const int64_t total = report.total();
   if (total > 0) stats_.count(Counter::SlotsReclaimedTotal, static_cast<uint64_t>(total));

@@ -12,6 +12,7 @@
 //   assets()   the global asset semaphore                   semaphore.h
 //   passes()   per-pass asset holds                         pass_table.h
 //   revocations()  passes whose session the origin ended     revocations.h
+//   clients()  per-client live tickets, strikes and bans   clients.h
 //   slots()    worker slots, heartbeats and wake-ups        worker_slots.h
 //   stats()    counters, generation, the stats snapshot     stats.h
 // The value types they take and return are in types.h; what every handle
@@ -23,7 +24,9 @@
 //   * semaphores count per worker slot (each slot owns its own counter, the
 //     total is the sum), so a dead worker's holds are exactly its counters;
 //   * every ticket that is in flight records its owner slot;
-//   * pass-table holds are per (entry, slot) cells.
+//   * pass-table holds are per (entry, slot) cells;
+//   * table entries being written (pass, revocation, client) and creation
+//     locks name their writer's slot.
 // Each subsystem's header says what a SIGKILL leaves in its words, and its
 // reclaim(slot) undoes exactly that.
 //
@@ -35,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "shm/clients.h"
 #include "shm/pass_table.h"
 #include "shm/revocations.h"
 #include "shm/semaphore.h"
@@ -77,15 +81,25 @@ class Segment {
   const Sessions& sessions() const { return sessions_; }
   Revocations& revocations() { return revocations_; }
   const Revocations& revocations() const { return revocations_; }
+  Clients& clients() { return clients_; }
+  const Clients& clients() const { return clients_; }
   WorkerSlots& slots() { return slots_; }
   const WorkerSlots& slots() const { return slots_; }
   Stats& stats() { return stats_; }
   const Stats& stats() const { return stats_; }
 
+  // A strike of `weight` against a client (clients.h), from any worker.
+  // abuse_strikes_total counts the weight. When it starts a ban
+  // (abuse_bans_total), every live ticket of the client leaves the line at
+  // once and PageSlot waiters are woken. Not recorded when the client table
+  // has no room for the client (client_table_full_total).
+  StrikeOutcome strike(const uint8_t key[16], int weight, const AbusePolicy& policy, Millis now, WorkerSlot slot);
+
   // Master only, after waitpid() reaped the slot's process: every subsystem
   // returns what the slot owned (page slots, in-flight tickets, asset slots,
-  // pass holds, long-lived connections, a revocation it was writing), the slot is marked free, slots_reclaimed_total counts it,
-  // and waiters for every resource are woken.
+  // pass holds, long-lived connections, a revocation or client entry it was
+  // writing), the slot is marked free, slots_reclaimed_total counts it, and
+  // waiters for every resource are woken.
   ReclaimReport reclaimDeadWorker(WorkerSlot slot);
 
  private:
@@ -98,6 +112,7 @@ class Segment {
   Semaphore assets_;
   Semaphore long_lived_;
   Sessions sessions_;
+  Clients clients_;  // before tickets_, which counts tickets on it
   TicketRing tickets_;
   PassTable passes_;
   Revocations revocations_;

@@ -3,6 +3,7 @@
 
 #include <bit>
 
+#include "shm/clients.h"
 #include "shm/layout.h"
 #include "shm/pass_table.h"
 #include "shm/semaphore.h"
@@ -12,9 +13,15 @@
 namespace concert::shm {
 
 Stats::Stats(Layout& layout, const TicketRing& tickets, const PageSemaphore& pages, const Semaphore& assets,
-             const Semaphore& long_lived,
-             const PassTable& passes, const WorkerSlots& slots)
-    : layout_(&layout), tickets_(&tickets), pages_(&pages), assets_(&assets), long_lived_(&long_lived), passes_(&passes), slots_(&slots) {}
+             const Semaphore& long_lived, const PassTable& passes, const Clients& clients, const WorkerSlots& slots)
+    : layout_(&layout),
+      tickets_(&tickets),
+      pages_(&pages),
+      assets_(&assets),
+      long_lived_(&long_lived),
+      passes_(&passes),
+      clients_(&clients),
+      slots_(&slots) {}
 
 void Stats::count(Counter c, uint64_t n) {
   layout_->counter(c).fetch_add(n, std::memory_order_relaxed);
@@ -33,6 +40,10 @@ void Stats::setGeneration(uint32_t generation) {
 }
 
 StatsSnapshot Stats::snapshot() const {
+  return snapshot(monotonicMs());
+}
+
+StatsSnapshot Stats::snapshot(Millis now) const {
   StatsSnapshot s;
   s.cap = pages_->cap();
   s.occupancy = pages_->occupancy();
@@ -46,6 +57,7 @@ StatsSnapshot Stats::snapshot() const {
   s.long_lived_in_use = long_lived_->occupancy();
   s.workers = slots_->running();
   s.generation = generation();
+  s.banned_clients = clients_->bannedCount(now);
   for (Counter c : kAllCounters) s.counter(c) = layout_->counter(c).load(std::memory_order_relaxed);
   return s;
 }

@@ -18,6 +18,7 @@
 
 namespace concert::shm {
 
+class Clients;
 class Layout;
 class TicketRing;
 class PageSemaphore;
@@ -32,8 +33,10 @@ class Stats {
 
   void count(Counter c, uint64_t n = 1);
   // Every counter and gauge at once (scans the ticket bitmaps' tops, the
-  // slot table and the pass table).
-  StatsSnapshot snapshot() const;
+  // slot table, the pass table and, while any ban may be in force, the
+  // client table). banned_clients is counted at `now`.
+  StatsSnapshot snapshot(Millis now) const;
+  StatsSnapshot snapshot() const;  // at monotonicMs()
   // The smoothed page utilization alone (one load).
   double utilization() const;
 
@@ -43,8 +46,7 @@ class Stats {
  private:
   friend class Segment;
   Stats(Layout& layout, const TicketRing& tickets, const PageSemaphore& pages, const Semaphore& assets,
-        const Semaphore& long_lived,
-        const PassTable& passes, const WorkerSlots& slots);
+        const Semaphore& long_lived, const PassTable& passes, const Clients& clients, const WorkerSlots& slots);
 
   Layout* layout_;
   const TicketRing* tickets_;
@@ -52,6 +54,7 @@ class Stats {
   const Semaphore* assets_;
   const Semaphore* long_lived_;
   const PassTable* passes_;
+  const Clients* clients_;
   const WorkerSlots* slots_;
 };
 

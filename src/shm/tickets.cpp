@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "shm/clients.h"
 #include "shm/layout.h"
 #include "shm/nonce.h"
 #include "shm/semaphore.h"
@@ -123,16 +124,26 @@ void TicketRing::fillView(uint64_t ticket, uint64_t word, TicketView& view) cons
   view.position = ready ? 0 : view.raw_position;
 }
 
-Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
+Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now, const ClientTicketing* client) {
   Layout& layout = *layout_;
   Header& h = *layout.header;
   Issued out;
+  uint32_t tracked = Clients::kNone;  // the client's entry, counted one more ticket
+  if (client != nullptr && clients_->enter(*client, now, slot, &tracked) == Clients::Enter::Limit) {
+    out.outcome = IssueOutcome::ClientLimit;
+    return out;
+  }
+  auto giveBack = [&] {
+    if (tracked != Clients::kNone) clients_->giveBack(tracked);
+  };
   if (max_queue > 0 && liveQueueDepth() >= max_queue) {
+    giveBack();
     out.outcome = IssueOutcome::Breaker;
     return out;
   }
 
   uint64_t ticket;
+  uint64_t previous;  // the entry's old ticket
   for (;;) {
     uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
     uint64_t word = layout.entry(next).state.load(std::memory_order_seq_cst);
@@ -148,6 +159,7 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
       if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || next > kMaxTicket ||
           (entryTicket(word) < next && !reusable(word))) {
         layout.counter(Counter::RingFullTotal).fetch_add(1, std::memory_order_relaxed);
+        giveBack();
         out.outcome = IssueOutcome::RingFull;
         return out;
       }
@@ -155,13 +167,19 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now) {
     }
     if (!casEntry(layout, next, word, packEntry(next, EntryState::Reserved, slot))) continue;
     ticket = next;
+    previous = entryTicket(word);
     // A helper may have advanced it already; either way it is past our ticket.
     h.next_ticket.compare_exchange_strong(next, ticket + 1, std::memory_order_seq_cst);
     break;
   }
 
+  // The old ticket leaves its client, if nobody did yet: a Missed one loses
+  // its place here; a Finished one's leaver may have died or be slow.
+  if (previous != 0) clients_->leave(layout.index(ticket), previous);
   TicketEntry& e = layout.entry(ticket);
   const uint64_t nonce = randomNonce();
+  layout.client_tags[layout.index(ticket)].store(
+      tracked != Clients::kNone ? packClientTag(ticket, layout.ring_bits, tracked) : 0, std::memory_order_seq_cst);
   e.nonce.store(nonce, std::memory_order_relaxed);
   e.last_seen.store(low32(now), std::memory_order_relaxed);
   e.last_poll.store(0, std::memory_order_relaxed);
@@ -188,6 +206,7 @@ TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Milli
   TicketEntry& e = layout.entry(cookie.ticket);
   if (elapsed32(now, e.last_seen.load(std::memory_order_relaxed)) > ttl) {
     if (casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, kOwnerNone))) {
+      clients_->leave(layout.index(cookie.ticket), cookie.ticket);
       layout.counter(Counter::EvictedTotal).fetch_add(1, std::memory_order_relaxed);
       advanceLowWater(layout);
       view.state = TicketState::Expired;
@@ -258,6 +277,7 @@ bool TicketRing::claim(const TicketCookie& cookie) {
     return false;
   if (!casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, entryOwner(word))))
     return false;
+  clients_->leave(layout.index(cookie.ticket), cookie.ticket);
   advanceLowWater(layout);
   return true;
 }
@@ -272,6 +292,7 @@ void TicketRing::retire(uint64_t ticket, bool timeout) {
     if (!inLine(state) && state != EntryState::Missed) return;
     if (casEntry(layout, ticket, word, packEntry(ticket, EntryState::Finished, entryOwner(word)))) break;
   }
+  clients_->leave(layout.index(ticket), ticket);
   if (timeout) layout.counter(Counter::TimeoutsTotal).fetch_add(1, std::memory_order_relaxed);
   advanceLowWater(layout);
   slots_->wake(Resource::PageSlot);
@@ -297,29 +318,30 @@ SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
   int64_t returned_seen = 0;
   int64_t waiting_seen = 0;  // waiting tickets ahead of the one looked at
   auto finish = [&](uint64_t t, uint64_t word) {
-    return casEntry(layout, t, word, packEntry(t, EntryState::Finished, kOwnerMaster));
+    if (!casEntry(layout, t, word, packEntry(t, EntryState::Finished, kOwnerMaster))) return false;
+    clients_->leave(layout.index(t), t);
+    return true;
   };
-  for (uint64_t t = first; t < next; ++t) {
-    TicketEntry& e = layout.entry(t);
-    const uint64_t word = e.state.load(std::memory_order_seq_cst);
-    if (entryTicket(word) != t) continue;
-    const EntryState state = entryState(word);
+  // One live ticket: TTL, first-poll grace, claim window. False when it
+  // left the line here.
+  auto visit = [&](uint64_t t, TicketEntry& e, uint64_t word, EntryState state) {
     if (state == EntryState::Reserved) {
       ++waiting_seen;  // being issued: already ahead of every later ticket
-      continue;
+      return true;
     }
-    if (!inLine(state) && state != EntryState::Missed) continue;
     const int64_t unseen = elapsed32(now, e.last_seen.load(std::memory_order_relaxed));
     if (limits.ttl > 0 && unseen > limits.ttl) {
-      if (finish(t, word)) ++report.expired;
-      continue;
+      if (!finish(t, word)) return true;
+      ++report.expired;
+      return false;
     }
     if (state == EntryState::Waiting && limits.first_poll > 0 && e.seen.load(std::memory_order_relaxed) == 0 &&
         unseen > limits.first_poll) {
-      if (finish(t, word)) ++report.ghosts;
-      continue;
+      if (!finish(t, word)) return true;
+      ++report.ghosts;
+      return false;
     }
-    if (state == EntryState::Missed) continue;
+    if (state == EntryState::Missed) return true;
     bool ready;
     if (state == EntryState::Returned) {
       ready = returned_seen++ < free;
@@ -329,18 +351,38 @@ SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
     const uint32_t since = e.ready_since.load(std::memory_order_relaxed);
     if (!ready) {
       if (since != 0) e.ready_since.store(0, std::memory_order_relaxed);
-      continue;
+      return true;
     }
     if (since == 0) {
       const uint32_t stamp = low32(now);
       e.ready_since.store(stamp == 0 ? 1 : stamp, std::memory_order_relaxed);
-      continue;
+      return true;
     }
     if (limits.claim_window > 0 && elapsed32(now, since) > limits.claim_window) {
       uint64_t expected = word;
       if (casEntry(layout, t, expected, packEntry(t, EntryState::Missed, entryOwner(word)))) ++report.missed;
     }
+    return true;  // a missed ticket still holds its client's count
+  };
+  // The walk also recounts every client's live tickets by their tags, for
+  // the client table's repair (clients.h).
+  clients_->auditBegin();
+  for (uint64_t t = first; t < next; ++t) {
+    TicketEntry& e = layout.entry(t);
+    const uint64_t word = e.state.load(std::memory_order_seq_cst);
+    if (entryTicket(word) != t) continue;
+    const EntryState state = entryState(word);
+    const uint32_t index = layout.index(t);
+    if (state == EntryState::Finished) {
+      clients_->leave(index, t);  // a tag its leaver left behind (dead, or not there yet)
+      continue;
+    }
+    if (!inLine(state) && state != EntryState::Missed && state != EntryState::Reserved) continue;
+    if (!visit(t, e, word, state)) continue;
+    const uint32_t tag = layout.client_tags[index].load(std::memory_order_seq_cst);
+    if (tagNames(tag, t, layout.ring_bits)) clients_->auditLive(tag);
   }
+  report.clients_repaired = clients_->auditEnd(now);
   const int64_t evicted = report.expired + report.ghosts;
   if (evicted > 0) layout.counter(Counter::EvictedTotal).fetch_add(static_cast<uint64_t>(evicted));
   if (report.ghosts > 0) layout.counter(Counter::GhostEvictedTotal).fetch_add(static_cast<uint64_t>(report.ghosts));
@@ -348,6 +390,36 @@ SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
   advanceLowWater(layout);
   if (evicted + report.missed > 0) slots_->wake(Resource::PageSlot);
   return report;
+}
+
+int64_t TicketRing::retireClient(uint32_t client) {
+  Layout& layout = *layout_;
+  const uint64_t next = layout.header->next_ticket.load(std::memory_order_seq_cst);
+  const uint64_t ring = layout.geometry.ring_size;
+  const uint64_t first = next > ring ? next - ring : 1;
+  int64_t retired = 0;
+  for (uint64_t t = first; t < next; ++t) {
+    const uint32_t index = layout.index(t);
+    uint64_t word = layout.entry(t).state.load(std::memory_order_seq_cst);
+    for (;;) {
+      if (entryTicket(word) != t) break;
+      const EntryState state = entryState(word);
+      if (!inLine(state) && state != EntryState::Missed) break;
+      // Read under a word naming t in the line: the tag is t's.
+      const uint32_t tag = layout.client_tags[index].load(std::memory_order_seq_cst);
+      if (!tagNames(tag, t, layout.ring_bits) || tagClient(tag) != client) break;
+      if (casEntry(layout, t, word, packEntry(t, EntryState::Finished, entryOwner(word)))) {
+        clients_->leave(index, t);
+        ++retired;
+        break;
+      }
+    }
+  }
+  if (retired > 0) {
+    advanceLowWater(layout);
+    slots_->wake(Resource::PageSlot);
+  }
+  return retired;
 }
 
 int64_t TicketRing::reclaim(WorkerSlot slot) {
@@ -361,7 +433,10 @@ int64_t TicketRing::reclaim(WorkerSlot slot) {
   for (uint64_t t = first; t < next; ++t) {
     uint64_t word = layout.entry(t).state.load(std::memory_order_seq_cst);
     if (entryTicket(word) != t || entryOwner(word) != slot || entryState(word) != EntryState::Reserved) continue;
-    if (casEntry(layout, t, word, packEntry(t, EntryState::Finished, slot))) ++finished_count;
+    if (casEntry(layout, t, word, packEntry(t, EntryState::Finished, slot))) {
+      clients_->leave(layout.index(t), t);  // if its issuer wrote the tag; else the janitor mends the count
+      ++finished_count;
+    }
   }
   // The dead worker may have been between a state change and its bitmap
   // update: recompute the bits of every entry, then every count.

@@ -66,14 +66,34 @@
 // the janitor's sweep, and reclaim(). A claim needs none (the line moved by
 // one and so did the free slots), and a page release wakes by itself.
 //
+// Clients (clients.h). A ticket issued for a client carries a tag in a
+// parallel array (layout.h: the ticket's lap mod 256 and the client entry's
+// index + 1; 0 = untracked), written by the issuer while the entry is
+// Reserved, after the client's count was taken. Every path that takes a
+// ticket out of the line for good then "leaves" its client: claim, retire,
+// an expiry found by render/touch/poll, the janitor's TTL and first-poll
+// grace, a ban (retireClient), reclaim of a Reserved ticket, and the issuer
+// that reuses the entry (a Missed ticket losing its place, or a Finished one
+// whose leaver has not left yet); the janitor also leaves any tag a Finished
+// ticket still carries. Leaving is a CAS of the tag from the value naming
+// that ticket (its lap tells a reused entry's new tag from the old) to 0;
+// only the winner subtracts from the client's count, so the count moves once
+// per ticket whichever paths race. A Missed ticket keeps its count: it still
+// holds a place. The janitor's walk also recounts the live tags per client
+// for the client table's repair.
+//
 // Who writes: the state word by CAS from anyone (issuer, claimer, retirer,
 // toucher, the master's janitor and reclaim); nonce, last_seen, last_poll,
 // seen and cookie_sent by the issuer and by touches (render / touch / poll);
+// the client tag by the issuer, and cleared by CAS by whoever leaves;
 // ready_since by the janitor; next_ticket and low_water by anyone, forward
 // only, by CAS.
 //
 // A SIGKILL leaves at most: Reserved entries owned by the dead slot
-// (reclaim() finishes them), bitmap bits or counts that disagree with the
+// (reclaim() finishes them and leaves their client if the tag was written;
+// a client count taken and not tagged is the janitor's to mend, clients.h),
+// a tag a dead finisher did not clear (the janitor or the next issuer of the
+// entry leaves it), bitmap bits or counts that disagree with the
 // state words (reclaim() resyncs every entry's bits and rebuilds the counts),
 // next_ticket one behind an entry that already names the next number (the
 // next issuer, or reclaim, helps it forward), and a page slot taken for a
@@ -94,18 +114,23 @@
 
 namespace concert::shm {
 
+class Clients;
 class Semaphore;
 class Sessions;
 struct TicketEntry;
 
 class TicketRing final : public Handle {
  public:
-  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, const Sessions& sessions)
-      : Handle(layout, slots), pages_(&pages), sessions_(&sessions) {}
+  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, const Sessions& sessions, Clients& clients)
+      : Handle(layout, slots), pages_(&pages), sessions_(&sessions), clients_(&clients) {}
 
-  // A new arrival joins the line at the back. The breaker first: max_queue > 0
-  // and liveQueueDepth() >= max_queue. queued_total is counted here.
-  Issued issue(WorkerSlot slot, int64_t max_queue, Millis now);
+  // A new arrival joins the line at the back. With a client: its live
+  // tickets first (ClientLimit at max_per_client; the ticket is counted and
+  // tagged, or untracked when the client table has no room for it, see
+  // clients.h). Then the breaker: max_queue > 0 and liveQueueDepth() >=
+  // max_queue. queued_total is counted here. Without a client the ticket is
+  // untracked.
+  Issued issue(WorkerSlot slot, int64_t max_queue, Millis now, const ClientTicketing* client = nullptr);
 
   // Waiting-page render of a known ticket: touches it (last seen = now,
   // cookie sent = now; its holder came back) and returns its state. Expired
@@ -141,9 +166,14 @@ class TicketRing final : public Handle {
   // Master janitor, once a second: TTL expiry, first-poll grace, claim
   // window (see the file comment). Counts evicted_total, ghost_evicted_total
   // and missed_turns_total; wakes PageSlot waiters when the line moved.
+  // Also the client table's recount and repair (clients.h).
   SweepReport sweep(Millis now, const SweepLimits& limits);
 
  private:
+  friend class Segment;
+  // Segment::strike, on a ban: every live ticket tagged with client entry
+  // `client` leaves the line (Finished); PageSlot waiters are woken.
+  int64_t retireClient(uint32_t client);
   int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved tickets
   // cap - occupancy (+ own: slots the caller holds for this), less what
   // waiting sessions go first for (sessions.h).
@@ -155,6 +185,7 @@ class TicketRing final : public Handle {
 
   const Semaphore* pages_;
   const Sessions* sessions_;
+  Clients* clients_;
 };
 
 }  // namespace concert::shm

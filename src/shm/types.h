@@ -21,12 +21,14 @@ struct Geometry {
   uint32_t worker_slots = 4;                  // >= 2 * workers (old and new generation side by side)
   uint32_t pass_table_size = 1u << 16;        // power of two; passes tracked at once
   uint32_t revocation_table_size = 1u << 12;  // power of two; sessions ended and not yet expired
+  uint32_t client_table_size = 1u << 12;      // power of two, at most 2^23; clients tracked at once
 };
 
 // ring: next power of two >= 2 * (max_queue + cap), at least 2^12;
 // max_queue == 0 (unlimited) gives 2^20. slots: 2 * workers (at least 2).
 // pass table: next power of two >= asset_users_max. revocations: the pass
-// table's size, at least 2^12.
+// table's size, at least 2^12. clients: next power of two >= ring / 4, at
+// least 2^12, at most 2^23.
 Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t asset_users_max);
 
 // ---------------------------------------------------------------- tickets
@@ -38,9 +40,18 @@ struct TicketCookie {
 };
 
 enum class IssueOutcome {
-  Queued,    // a waiting ticket; `ready` says whether its turn has come already
-  Breaker,   // max-queue visitors wait: 503, no ticket taken
-  RingFull,  // no free ring entry: answered like the breaker, counted in ring_full_total
+  Queued,       // a waiting ticket; `ready` says whether its turn has come already
+  Breaker,      // max-queue visitors wait: 503, no ticket taken
+  RingFull,     // no free ring entry: answered like the breaker, counted in ring_full_total
+  ClientLimit,  // the client holds max_per_client live tickets already: 429, no ticket taken
+};
+
+// Who is asking for a ticket, for -max-tickets-per-client (clients.h). The
+// caller builds the key: an IPv4 address as IPv4-mapped IPv6, or an IPv6
+// address with its low 64 bits zeroed.
+struct ClientTicketing {
+  uint8_t key[16] = {};
+  int32_t max_per_client = 0;  // live tickets at most; 0: unlimited (the ticket is still counted)
 };
 
 struct Issued {
@@ -58,9 +69,10 @@ struct SweepLimits {
 };
 
 struct SweepReport {
-  int64_t expired = 0;  // past the TTL (evicted_total)
-  int64_t ghosts = 0;   // never came back (ghost_evicted_total, evicted_total)
-  int64_t missed = 0;   // turns not taken (missed_turns_total)
+  int64_t expired = 0;           // past the TTL (evicted_total)
+  int64_t ghosts = 0;            // never came back (ghost_evicted_total, evicted_total)
+  int64_t missed = 0;            // turns not taken (missed_turns_total)
+  int64_t clients_repaired = 0;  // client live counts set to the recount (clients.h)
 };
 
 enum class TicketState {
@@ -102,6 +114,22 @@ enum class RevokeOutcome {
   Busy,      // every entry near its home stayed claimed by other writers: nothing recorded
 };
 
+// ---------------------------------------------------------------- clients
+// Strikes and bans (Segment::strike, clients.h). threshold strikes within
+// 10 minutes ban the client for `ban`, doubled on each repeat, at most 24 h.
+struct AbusePolicy {
+  int32_t threshold = 0;  // 0: strikes never ban
+  Millis ban = 600000;
+};
+
+struct StrikeOutcome {
+  bool recorded = false;        // false: no entry could be had for the client (client_table_full_total)
+  bool banned_now = false;      // this strike started a ban
+  Millis ban_for = 0;           // banned_now: how long
+  int32_t strikes = 0;          // strikes in the client's current window (0 right after a ban began)
+  int64_t tickets_retired = 0;  // banned_now: the client's tickets that left the line
+};
+
 // ---------------------------------------------------------------- waits
 // Resources a worker can wait for across processes. A release of one wakes
 // (eventfd write) every worker slot that registered waiters for it.
@@ -119,8 +147,9 @@ struct StatsSnapshot {
   int64_t asset_users = 0;
   int32_t long_lived_cap = 0;
   int64_t long_lived_in_use = 0;  // open long-lived connections (tunnels, event streams)
-  uint32_t workers = 0;  // live worker processes
+  uint32_t workers = 0;           // live worker processes
   uint32_t generation = 0;
+  int64_t banned_clients = 0;  // clients banned now (clients.h)
 
   // One field per counter, named by its stats key (counters.h).
 #define CONCERT_COUNTER_FIELD(name, key) uint64_t key = 0;
@@ -150,6 +179,7 @@ struct ReclaimReport {
   int64_t pass_holds = 0;
   int64_t long_lived_slots = 0;
   int64_t revocation_writes = 0;  // entries it was writing (not a hold: not in total())
+  int64_t client_writes = 0;      // client entries and bucket locks it held (not in total() either)
   int64_t total() const { return page_slots + asset_slots + pass_holds + long_lived_slots; }
 };
 

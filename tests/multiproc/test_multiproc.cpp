@@ -1,6 +1,7 @@
 // Multi-process tests of the shared-memory core: real processes forked over
-// one real mapping, hammering the ticket ring, the semaphores and the pass
-// table, and being SIGKILLed mid-operation.
+// one real mapping, hammering the ticket ring, the semaphores, the pass
+// table, the revocations and the client table, and being SIGKILLed
+// mid-operation.
 //
 // Workers here do what the page guard does (admission/page_guard.cpp): the
 // fast path when nobody waits, else a ticket at the back of the line, polled
@@ -83,6 +84,8 @@ struct Board {
   std::atomic<int> stalled, go;
   std::atomic<int64_t> reported_position;
   std::atomic<uint64_t> victim_ops;
+  std::atomic<uint64_t> bans;    // strikes that started a ban
+  std::atomic<int64_t> in_line;  // a client's tickets issued and not yet retired
   // The wake-up hammer: changes made, changes seen, wake-ups consumed.
   std::atomic<uint64_t> produced, seen, woken;
   std::atomic<uint64_t> current[kSlots];  // the ticket the slot's worker holds in line (0: none)
@@ -157,10 +160,10 @@ bool fifoHolds(const Board& board, const FifoSnapshot& before, int32_t cap) {
 struct VisitOptions {
   int32_t cap = 1;
   int32_t pass_cap = 1;
-  bool strict = false;       // nothing abandons tickets: a ticket that vanishes is a violation
-  bool fifo = false;         // check the FIFO window on every claim (no missed turns in the test)
-  bool fast_path = true;     // straight in when nobody waits, as the page guard does
-  int dawdle_one_in = 0;     // > 0: now and then wait before taking a turn that has come
+  bool strict = false;         // nothing abandons tickets: a ticket that vanishes is a violation
+  bool fifo = false;           // check the FIFO window on every claim (no missed turns in the test)
+  bool fast_path = true;       // straight in when nobody waits, as the page guard does
+  int dawdle_one_in = 0;       // > 0: now and then wait before taking a turn that has come
   bool stop_on_pause = false;  // a waiting visitor gives up when the test asks workers to pause
   int give_up_after = 0;       // > 0: a waiting visitor gives up after this many polls
 };
@@ -394,8 +397,8 @@ TEST_CASE("four processes hammer one segment: caps hold, the FIFO window holds, 
   REQUIRE(hammer(*seg, *board, kChildren, kCycles, o, limits, kAssetCap));
 
   const uint64_t issued = board->issued.load();
-  MESSAGE("issued ", issued, ", fast path ", board->fast_path.load(), ", claims refused ",
-          board->claim_failures.load(), ", ring full ", board->ring_full.load());
+  MESSAGE("issued ", issued, ", fast path ", board->fast_path.load(), ", claims refused ", board->claim_failures.load(),
+          ", ring full ", board->ring_full.load());
   CHECK(board->violations.load() == 0);
   CHECK(board->fifo_violations.load() == 0);
   CHECK(board->lost.load() == 0);
@@ -531,7 +534,7 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
       o.cap = kCap;
       o.pass_cap = kPassCap;
       o.give_up_after = 200;  // its own walk-aways may stand ahead for good
-      int my_pages = 0;  // requests in flight outside visits
+      int my_pages = 0;       // requests in flight outside visits
       for (;; board->victim_ops.fetch_add(1)) {
         // A mix of everything, with holds piling up between releases.
         switch (vrng() % 7) {
@@ -836,7 +839,7 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
     while (board->admitted.load() < static_cast<uint64_t>((round + 1) * kChildren) && monotonicMs() < deadline)
       sched_yield();
     REQUIRE(board->admitted.load() == static_cast<uint64_t>((round + 1) * kChildren));
-    CHECK(board->in_pass.load() == kPassCap);  // exactly cap of the four got in
+    CHECK(board->in_pass.load() == kPassCap);   // exactly cap of the four got in
     CHECK(seg->passes().users() == round + 1);  // one entry per pass
     board->stop.store(round + 1);
     while (board->paused.load() < (round + 1) * kChildren && monotonicMs() < deadline) sched_yield();
@@ -1251,8 +1254,8 @@ TEST_CASE("a worker killed while writing a new revocation: reclaim frees the hal
     // and being reused, so the victim is nearly always writing a new id.
     for (uint64_t n = 0;; ++n) {
       const int64_t now = kUnixNow + static_cast<int64_t>(n / kPerSecond);
-      const RevokeOutcome o = seg->revocations().revoke(PassIdBytes(static_cast<uint32_t>(n), 0x02).bytes, now + 1,
-                                                        now, kVictimSlot);
+      const RevokeOutcome o =
+          seg->revocations().revoke(PassIdBytes(static_cast<uint32_t>(n), 0x02).bytes, now + 1, now, kVictimSlot);
       if (o != RevokeOutcome::Added) board->violations.fetch_add(1);
       board->victim_ops.store(n + 1);
     }
@@ -1285,5 +1288,288 @@ TEST_CASE("a worker killed while writing a new revocation: reclaim frees the hal
   }
   CHECK(seg->revocations().active(later) == 2100);
   CHECK(seg->revocations().writing() == 0);
+  dropBoard(board);
+}
+
+// ------------------------------------------------------------ client table
+namespace {
+
+// An IPv4 client as the caller keys it: IPv4-mapped IPv6.
+ClientTicketing clientKey(uint32_t n, int32_t max_per_client = 0) {
+  ClientTicketing c;
+  c.key[10] = 0xff;
+  c.key[11] = 0xff;
+  c.key[12] = 10;
+  c.key[13] = static_cast<uint8_t>(n >> 16);
+  c.key[14] = static_cast<uint8_t>(n >> 8);
+  c.key[15] = static_cast<uint8_t>(n);
+  c.max_per_client = max_per_client;
+  return c;
+}
+
+bool reapAll(std::vector<pid_t>& pids, Children& children, int seconds) {
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ok = waitExit(pid, &status, seconds) && ok;
+    children.reaped(pid);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE("processes striking one client at once: every strike counted, exactly one ban, its tickets gone") {
+  constexpr int kChildren = 4;
+  constexpr int kStrikes = 400;
+  auto seg = Segment::create(testGeometry(), 1, 10);
+  Board* board = makeBoard();
+  const ClientTicketing target = clientKey(1);
+  AbusePolicy policy;
+  policy.threshold = kChildren * kStrikes / 2;
+  // The target holds tickets in a full room, among another client's.
+  REQUIRE(seg->pages().tryAcquire(kSlots - 1));
+  const Millis now = monotonicMs();
+  std::vector<Issued> others;
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(seg->tickets().issue(kSlots - 1, 0, now, &target).outcome == IssueOutcome::Queued);
+    const ClientTicketing other = clientKey(2);
+    others.push_back(seg->tickets().issue(kSlots - 1, 0, now, &other));
+    REQUIRE(others.back().outcome == IssueOutcome::Queued);
+  }
+  Children children;
+  std::vector<pid_t> pids;
+  for (int c = 0; c < kChildren; ++c) {
+    const pid_t pid = forkChild();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      while (board->go.load() == 0) sched_yield();
+      for (int i = 0; i < kStrikes; ++i) {
+        // Weights 1 and 5, as the callers give them; the same total from every child.
+        const int weight = i % 2 == 0 ? 1 : 5;
+        const StrikeOutcome o = seg->strike(target.key, weight, policy, now, static_cast<WorkerSlot>(c));
+        if (!o.recorded) board->violations.fetch_add(1);
+        if (o.banned_now) board->bans.fetch_add(1);
+        seg->clients().banned(target.key, now);
+      }
+      // Once every child is done, every one of them sees the ban.
+      board->admitted.fetch_add(1);
+      while (board->admitted.load() < kChildren) sched_yield();
+      if (!seg->clients().banned(target.key, now)) board->violations.fetch_add(1);
+      _exit(0);
+    }
+    children.add(pid);
+    pids.push_back(pid);
+  }
+  board->go.store(1);
+  CHECK(reapAll(pids, children, 30));
+  CHECK(board->violations.load() == 0);
+  CHECK(board->bans.load() == 1);
+  const StatsSnapshot st = seg->stats().snapshot(now);
+  CHECK(st.abuse_strikes_total == static_cast<uint64_t>(kChildren * kStrikes / 2 * 6));
+  CHECK(st.abuse_bans_total == 1);
+  CHECK(st.banned_clients == 1);
+  CHECK(st.client_table_full_total == 0);
+  CHECK(seg->clients().banned(target.key, now));
+  CHECK(seg->clients().liveTickets(target.key) == 0);
+  CHECK(seg->tickets().queueDepth() == 3);  // the other client's, moved up
+  for (size_t i = 0; i < others.size(); ++i)
+    CHECK(seg->tickets().render(others[i].cookie, now, kLongTtl).raw_position == static_cast<int64_t>(i) + 1);
+  CHECK(seg->clients().writing() == 0);
+  seg->pages().release(kSlots - 1);
+  dropBoard(board);
+}
+
+TEST_CASE("processes issuing for one client with a limit: never more live tickets than the limit") {
+  constexpr int kChildren = 4;
+  constexpr int kRounds = 1000;
+  constexpr int32_t kLimit = 3;
+  Geometry g = testGeometry();
+  g.client_table_size = 64;  // small: the other clients evict one another around the target's entry
+  auto seg = Segment::create(g, 1, 10);
+  REQUIRE(seg->pages().tryAcquire(kSlots - 1));  // a full room: every ticket waits
+  Board* board = makeBoard();
+  const ClientTicketing target = clientKey(1, kLimit);
+  Children children;
+  std::vector<pid_t> pids;
+  for (int c = 0; c < kChildren; ++c) {
+    const pid_t pid = forkChild();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const WorkerSlot slot = static_cast<WorkerSlot>(c);
+      while (board->go.load() == 0) sched_yield();
+      for (int i = 0; i < kRounds; ++i) {
+        // Up to two of the target's tickets at once; in_line counts those
+        // issued and not yet retired, a subset of its live tickets.
+        uint64_t mine[2] = {0, 0};
+        for (uint64_t& ticket : mine) {
+          const Issued q = seg->tickets().issue(slot, 0, monotonicMs(), &target);
+          if (q.outcome == IssueOutcome::ClientLimit) board->claim_failures.fetch_add(1);
+          if (q.outcome != IssueOutcome::Queued) continue;
+          ticket = q.cookie.ticket;
+          board->issued.fetch_add(1);
+          raiseMax(board->max_page, board->in_line.fetch_add(1) + 1);
+        }
+        const ClientTicketing other = clientKey(1000 + static_cast<uint32_t>(c * kRounds + i));
+        const Issued o = seg->tickets().issue(slot, 0, monotonicMs(), &other);
+        if (o.outcome == IssueOutcome::Queued) seg->tickets().retire(o.cookie.ticket, false);
+        for (uint64_t ticket : mine) {
+          if (ticket == 0) continue;
+          board->in_line.fetch_sub(1);
+          seg->tickets().retire(ticket, false);
+        }
+      }
+      board->paused.fetch_add(1);  // done
+      _exit(0);
+    }
+    children.add(pid);
+    pids.push_back(pid);
+    seg->slots().started(static_cast<WorkerSlot>(c), pid, 1, monotonicMs());
+  }
+  board->go.store(1);
+  // Meanwhile the parent is the master: sampling the count and running the
+  // janitor, whose recount must never mend a count that is only in flight.
+  int64_t repaired = 0, max_live = 0;
+  const Millis deadline = monotonicMs() + 60000;
+  while (board->paused.load() < kChildren && monotonicMs() < deadline) {
+    max_live = std::max(max_live, seg->clients().liveTickets(target.key));
+    repaired += seg->tickets().sweep(monotonicMs(), SweepLimits{}).clients_repaired;
+    sleepMs(1);
+  }
+  CHECK(reapAll(pids, children, 30));
+  MESSAGE(board->issued.load(), " tickets for the client, ", board->claim_failures.load(), " refused at the limit, ",
+          max_live, " live at most");
+  CHECK(board->max_page.load() <= kLimit);
+  CHECK(max_live <= kLimit);
+  CHECK(repaired == 0);
+  CHECK(board->issued.load() > 0);
+  CHECK(seg->clients().liveTickets(target.key) == 0);
+  CHECK(seg->tickets().queueDepth() == 0);
+  CHECK(seg->clients().writing() == 0);
+  CHECK(seg->stats().snapshot().client_table_full_total == 0);
+  seg->pages().release(kSlots - 1);
+  dropBoard(board);
+}
+
+TEST_CASE("a worker killed inside issue() for a client leaves its count one high; the janitor mends it after 60 s") {
+  constexpr WorkerSlot kParentSlot = 0, kVictimSlot = 2;
+  auto seg = Segment::create(testGeometry(), 1, 10);
+  REQUIRE(seg->pages().tryAcquire(kParentSlot));  // a full room
+  const ClientTicketing target = clientKey(5, 1);
+  Children children;
+  const pid_t victim = forkChild();
+  REQUIRE(victim >= 0);
+  if (victim == 0) {
+    // The count is taken before the ring entry is reserved and the tag is
+    // written after the nonce is drawn: the kill falls between the two.
+    g_getrandom_hook = [] { raise(SIGKILL); };
+    seg->tickets().issue(kVictimSlot, 0, monotonicMs(), &target);
+    _exit(3);
+  }
+  children.add(victim);
+  seg->slots().started(kVictimSlot, victim, 1, monotonicMs());
+  int status = 0;
+  REQUIRE(waitExit(victim, &status, 20));
+  children.reaped(victim);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+
+  const ReclaimReport report = seg->reclaimDeadWorker(kVictimSlot);
+  CHECK(report.tickets_finished == 1);
+  CHECK(seg->tickets().queueDepth() == 0);
+  // One live ticket counted, none in the line: the limit of 1 refuses.
+  CHECK(seg->clients().liveTickets(target.key) == 1);
+  const Millis now = monotonicMs();
+  CHECK(seg->tickets().issue(kParentSlot, 0, now, &target).outcome == IssueOutcome::ClientLimit);
+  // The janitor waits for 60 s without a change before it believes the recount.
+  CHECK(seg->tickets().sweep(now, SweepLimits{}).clients_repaired == 0);
+  CHECK(seg->tickets().sweep(now + 30000, SweepLimits{}).clients_repaired == 0);
+  CHECK(seg->tickets().sweep(now + 59000, SweepLimits{}).clients_repaired == 0);
+  CHECK(seg->clients().liveTickets(target.key) == 1);
+  CHECK(seg->tickets().sweep(now + 60000, SweepLimits{}).clients_repaired == 1);
+  CHECK(seg->clients().liveTickets(target.key) == 0);
+  const Issued again = seg->tickets().issue(kParentSlot, 0, now + 60000, &target);
+  CHECK(again.outcome == IssueOutcome::Queued);
+  CHECK(seg->clients().liveTickets(target.key) == 1);
+  // A right count is left alone, however long it stays.
+  CHECK(seg->tickets().sweep(now + 200000, SweepLimits{}).clients_repaired == 0);
+  CHECK(seg->clients().liveTickets(target.key) == 1);
+  seg->tickets().retire(again.cookie.ticket, false);
+  CHECK(seg->clients().liveTickets(target.key) == 0);
+  seg->pages().release(kParentSlot);
+}
+
+TEST_CASE("a worker killed while writing a client entry: reclaim releases the entry and the lock") {
+  constexpr WorkerSlot kParentSlot = 0, kVictimSlot = 3;
+  constexpr uint32_t kTable = 64;
+  Geometry g = testGeometry();
+  g.client_table_size = kTable;
+  auto seg = Segment::create(g, 1, 10);
+  Board* board = makeBoard();
+  const Millis now = monotonicMs();
+  AbusePolicy never;
+  never.threshold = 1 << 30;
+  // The parent's banned client, which must stay banned.
+  AbusePolicy once;
+  once.threshold = 1;
+  const ClientTicketing banned = clientKey(99999);
+  REQUIRE(seg->strike(banned.key, 1, once, now, kParentSlot).banned_now);
+  Children children;
+  const pid_t victim = forkChild();
+  REQUIRE(victim >= 0);
+  if (victim == 0) {
+    // Strikes over many more clients than the table holds: creations,
+    // evictions and updates, one after another.
+    for (uint64_t n = 0;; ++n) {
+      seg->strike(clientKey(static_cast<uint32_t>(n % 1000)).key, 1, never, now, kVictimSlot);
+      board->victim_ops.store(n + 1);
+    }
+  }
+  children.add(victim);
+  seg->slots().started(kVictimSlot, victim, 1, monotonicMs());
+  for (int i = 0; i < 20000 && board->victim_ops.load() < 2000; ++i) sleepMs(1);
+  REQUIRE(board->victim_ops.load() >= 2000);
+  // Stop it at random moments until it is caught holding an entry or a
+  // lock, then SIGKILL it there.
+  std::mt19937 rng(5);
+  bool caught = false;
+  for (int attempt = 0; attempt < 20000 && !caught; ++attempt) {
+    if (kill(victim, SIGSTOP) != 0) break;
+    int status = 0;
+    if (waitpid(victim, &status, WUNTRACED) != victim || !WIFSTOPPED(status)) break;
+    caught = seg->clients().writing() > 0;
+    if (caught) break;
+    kill(victim, SIGCONT);
+    const timespec pause{0, static_cast<long>(rng() % 50) * 1000};
+    nanosleep(&pause, nullptr);
+  }
+  kill(victim, SIGKILL);
+  int status = 0;
+  REQUIRE(waitExit(victim, &status, 20));
+  children.reaped(victim);
+  REQUIRE(caught);
+
+  const ReclaimReport report = seg->reclaimDeadWorker(kVictimSlot);
+  CHECK(report.client_writes >= 1);
+  CHECK(report.total() == 0);  // an entry being written is not a hold
+  CHECK(seg->clients().writing() == 0);
+  CHECK(seg->clients().banned(banned.key, now));
+  // The table goes on: new clients get entries (evicting idle ones), and
+  // strikes and tickets are counted for them.
+  for (uint32_t i = 0; i < 3 * kTable; ++i) {
+    const ClientTicketing c = clientKey(50000 + i);
+    const StrikeOutcome o = seg->strike(c.key, 1, never, now + 1000, kParentSlot);
+    REQUIRE(o.recorded);
+    REQUIRE(o.strikes == 1);
+  }
+  const ClientTicketing fresh = clientKey(70000, 2);
+  const Issued t = seg->tickets().issue(kParentSlot, 0, now + 2000, &fresh);
+  REQUIRE(t.outcome == IssueOutcome::Queued);
+  CHECK(seg->clients().liveTickets(fresh.key) == 1);
+  CHECK(seg->clients().banned(banned.key, now + 2000));
+  CHECK(seg->clients().tracked() <= kTable);
+  CHECK(seg->clients().writing() == 0);
+  CHECK(seg->stats().snapshot().client_table_full_total == 0);
   dropBoard(board);
 }

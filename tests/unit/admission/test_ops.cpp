@@ -34,7 +34,9 @@ TEST_CASE("ops: stats keys sorted and complete") {
     size_t end = r.body.find('"', at + 2);
     keys.push_back(r.body.substr(at + 2, end - at - 2));
   }
-  std::vector<std::string> expected = {"asset_cap",
+  std::vector<std::string> expected = {"abuse_bans_total",
+                                       "abuse_strikes_total",
+                                       "asset_cap",
                                        "asset_denied_total",
                                        "asset_global_throttled_total",
                                        "asset_in_flight",
@@ -43,7 +45,9 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "asset_user_cap_h2",
                                        "asset_user_throttled_total",
                                        "asset_users",
+                                       "banned_clients",
                                        "cap",
+                                       "client_table_full_total",
                                        "connections_refused_total",
                                        "evicted_total",
                                        "generation",
@@ -94,12 +98,15 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
   for (shm::Counter c : shm::kAllCounters) room.segment->stats().count(c, n++);
   LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
   CHECK(r.body ==
-        "{\"asset_cap\":128,\"asset_denied_total\":105,\"asset_global_throttled_total\":107,\"asset_in_flight\":0,"
+        "{\"abuse_bans_total\":125,\"abuse_strikes_total\":124,\"asset_cap\":128,\"asset_denied_total\":105,\"asset_"
+        "global_throttled_total\":107,\"asset_in_flight\":0,"
         "\"asset_served_total\":104,\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,"
-        "\"asset_user_throttled_total\":106,\"asset_users\":0,\"cap\":1,\"connections_refused_total\":115,"
+        "\"asset_user_throttled_total\":106,\"asset_users\":0,\"banned_clients\":0,\"cap\":1,"
+        "\"client_table_full_total\":126,\"connections_refused_total\":115,"
         "\"evicted_total\":101,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
         "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
-        "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,\"promoted_total\":103,"
+        "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,"
+        "\"promoted_total\":103,"
         "\"queue_depth\":0,\"queued_total\":100,\"reloads_total\":110,\"ring_full_total\":108,"
         "\"slots_reclaimed_total\":112,\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,"
         "\"timeouts_keepalive_total\":120,\"timeouts_send_total\":119,\"timeouts_total\":102,"
