@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "admission/admission.h"
+#include "admission/abuse.h"
 #include "admission/answers.h"
 #include "admission/cap_body.h"
 #include "common/json.h"
@@ -78,8 +79,11 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
 
   std::string_view presented = request.header("Authorization");
   if (presented.substr(0, 7) == "Bearer ") presented.remove_prefix(7);
-  if (!http::hasHeader(request.headers, "Authorization") || !tokenMatches(presented, config.admin_token))
+  if (!http::hasHeader(request.headers, "Authorization")) return emptyResponse(401);
+  if (!tokenMatches(presented, config.admin_token)) {
+    strike(context, request, Strike::AdminToken, monotonicMs());
     return emptyResponse(401);
+  }
 
   CapBody parsed = parseCapBody(body);
   if (!parsed.error.empty()) return jsonResponse(400, common::JsonObject().add("error", parsed.error).str());

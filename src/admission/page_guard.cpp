@@ -63,6 +63,7 @@
 // before its first check, and every path that moves the line or frees a slot
 // wakes PageSlot waiters (see shm/tickets.h).
 #include "admission/admission.h"
+#include "admission/abuse.h"
 #include "admission/answers.h"
 #include "admission/cookies.h"
 #include "admission/pass.h"
@@ -158,16 +159,28 @@ class PageGuard final : public RequestGuard {
     // No ticket for what will never wait in line.
     if (crawler_) return respond(busyResponse(config_, request, "crawlers are not queued"), Outcome::Rejected);
     if (form_ && !holds()) return formRefused(request);
-    shm::Issued issued = tickets().issue(context_.slot, config_.max_queue, now);
+    shm::Issued issued = issue(request, now);
     switch (issued.outcome) {
       case shm::IssueOutcome::Queued:
         if (issued.ready && takeTurn(issued.cookie)) return admitted(request);
         return queued(request, issued.cookie, issued.position, now, false, issued.ready);
+      case shm::IssueOutcome::ClientLimit: return ticketLimit(request, now);
       case shm::IssueOutcome::Breaker:
-      case shm::IssueOutcome::RingFull:
-      case shm::IssueOutcome::ClientLimit: break;  // not issued without a client
+      case shm::IssueOutcome::RingFull: break;
     }
     return respond(roomFullResponse(config_, request), Outcome::Rejected);
+  }
+
+  // A ticket at the back of the line, charged to the request's client.
+  shm::Issued issue(const http::Request& request, Millis now) {
+    std::optional<shm::ClientTicketing> client = ticketing(context_, request);
+    return tickets().issue(context_.slot, config_.max_queue, now, client ? &*client : nullptr);
+  }
+
+  // The client holds -max-tickets-per-client places already: 429, a strike.
+  Admission ticketLimit(const http::Request& request, Millis now) {
+    strike(context_, request, Strike::TicketLimit, now);
+    return respond(ticketLimitResponse(config_, request), Outcome::Rejected);
   }
 
   // A page slot, then the claim; the slot goes back if the claim fails.
@@ -221,8 +234,13 @@ class PageGuard final : public RequestGuard {
     }
     // The ticket is gone (another request with the same cookie claimed it,
     // or it expired): a new arrival at the back, as without the hold, still
-    // within the same hold deadline.
-    shm::Issued issued = tickets().issue(context_.slot, config_.max_queue, now);
+    // within the same hold deadline. Unless its client was banned meanwhile
+    // (which is what took the ticket out of the line).
+    if (banned(context_, request, now)) {
+      leaveHold();
+      return respond(banResponse(), Outcome::Rejected);
+    }
+    shm::Issued issued = issue(request, now);
     switch (issued.outcome) {
       case shm::IssueOutcome::Queued:
         cookie_ = issued.cookie;
@@ -233,9 +251,9 @@ class PageGuard final : public RequestGuard {
           return admitted(request);
         }
         return holdOn();
+      case shm::IssueOutcome::ClientLimit: leaveHold(); return ticketLimit(request, now);
       case shm::IssueOutcome::Breaker:
-      case shm::IssueOutcome::RingFull:
-      case shm::IssueOutcome::ClientLimit: break;  // not issued without a client
+      case shm::IssueOutcome::RingFull: break;
     }
     leaveHold();
     return respond(roomFullResponse(config_, request), Outcome::Rejected);

@@ -131,6 +131,8 @@ void MessageParser::reset() {
     request_.client_ip.clear();
     request_.peer_trusted = false;
     request_.client_https = false;
+    request_.client_keyed = false;
+    request_.abuse_exempt = false;
     request_.peer_ip = std::move(peer);
     request_.tls = tls;
   } else {

@@ -3,6 +3,8 @@
 // lookups are case-insensitive. The body is never part of this: it streams.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -39,6 +41,11 @@ struct Request {
   std::string client_ip;       // peer_ip, or the client a trusted proxy names ("" before dispatch)
   bool peer_trusted = false;   // peer_ip is in -trusted-proxies: its forwarding headers are believed
   bool client_https = false;   // the client used https: tls, or a trusted proxy says so
+  // The client as the per-client limits and bans know it (abuse.h): set at
+  // dispatch, or from the peer for a head refused before dispatch.
+  bool client_keyed = false;             // client_key is set (the client is an IP address)
+  std::array<uint8_t, 16> client_key{};  // http::clientKey of the client address
+  bool abuse_exempt = false;             // -abuse-allow or -bypass-cidrs: never struck, banned or limited
 
   int64_t content_length = -1;  // -1: none
   bool chunked = false;

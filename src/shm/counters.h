@@ -44,7 +44,8 @@
   X(PassEvictedTotal, pass_evicted_total)                    \
   X(AbuseStrikesTotal, abuse_strikes_total)                  \
   X(AbuseBansTotal, abuse_bans_total)                        \
-  X(ClientTableFullTotal, client_table_full_total)
+  X(ClientTableFullTotal, client_table_full_total)           \
+  X(ProxyProtocolRejectedTotal, proxy_protocol_rejected_total)
 
 namespace concert::shm {
 

@@ -10,9 +10,11 @@
 #include <exception>
 
 #include "common/log.h"
+#include "admission/abuse.h"
 #include "admission/admission.h"
 #include "admission/session.h"
 #include "http/client_address.h"
+#include "http/proxy_protocol.h"
 #include "worker/access_log.h"
 #include "worker/callbacks.h"
 #include "worker/timeouts.h"
@@ -37,6 +39,7 @@ ClientConnection::ClientConnection(ConnectionHost& host, evutil_socket_t fd, std
       request_(parser_.request()),
       exchange_(host.base(), host.upstreams(), host.config(), *this) {
   request_.peer_ip = std::move(peer_ip);
+  awaiting_proxy_header_ = host.config().proxy_protocol;
 }
 
 ClientConnection::~ClientConnection() {
@@ -254,6 +257,8 @@ void ClientConnection::processInput() {
   const Buffer& in = client_.input();
   while (!closed_ && state_ == State::ReadingHead) {
     if (in.empty()) break;
+    if (awaiting_proxy_header_ && !readProxyHeader()) break;
+    if (in.empty()) break;
     if (idle_) {
       idle_ = false;
       phase_since_ = monotonicMs();
@@ -270,6 +275,51 @@ void ClientConnection::processInput() {
     dispatch();
   }
   in_process_ = false;
+}
+
+// The PROXY protocol header a -proxy-protocol listener expects before any
+// HTTP (the peer was checked against -trusted-proxies at accept). Its source
+// address stands for the peer from here on; a malformed or missing one
+// closes the connection without an answer.
+bool ClientConnection::readProxyHeader() {
+  const Buffer& in = client_.input();
+  const http::ProxyHeader header = http::parseProxyHeader(reinterpret_cast<const uint8_t*>(in.data()), in.size());
+  if (header.status == http::ProxyHeaderStatus::NeedMore) return false;
+  if (header.status == http::ProxyHeaderStatus::Invalid) {
+    LOG_INFO("connection from %s: PROXY protocol: %s, closing", request_.peer_ip.c_str(),
+             header.error ? header.error : "invalid header");
+    host_.admission().segment->stats().count(shm::Counter::ProxyProtocolRejectedTotal);
+    close();
+    return false;
+  }
+  client_.consume(header.length);
+  awaiting_proxy_header_ = false;
+  if (header.has_source) request_.peer_ip = http::socketAddressText(reinterpret_cast<const sockaddr*>(&header.source));
+  return true;
+}
+
+bool ClientConnection::identifyClient() {
+  const config::Config& config = host_.config();
+  http::ClientIdentity client = http::identifyClient(request_, config.trusted_proxies);
+  request_.client_ip = std::move(client.ip);
+  request_.peer_trusted = client.peer_trusted;
+  request_.client_https = client.https;
+  if (!client.address) return false;
+  const bool bypass = config::cidrListContains(config.bypass_cidrs, *client.address);
+  request_.client_keyed = true;
+  request_.client_key = http::clientKey(*client.address);
+  request_.abuse_exempt = bypass || config::cidrListContains(config.abuse_allow, *client.address);
+  return bypass;
+}
+
+void ClientConnection::keyPeer() {
+  const config::Config& config = host_.config();
+  std::optional<config::IpAddress> peer = config::parseIpAddress(request_.peer_ip);
+  if (!peer || config::cidrListContains(config.trusted_proxies, *peer)) return;
+  request_.client_keyed = true;
+  request_.client_key = http::clientKey(*peer);
+  request_.abuse_exempt = config::cidrListContains(config.abuse_allow, *peer) ||
+                          config::cidrListContains(config.bypass_cidrs, *peer);
 }
 
 void ClientConnection::dispatch() {
@@ -298,20 +348,26 @@ void ClientConnection::dispatch() {
   }
 
   const config::Config& config = host_.config();
-  http::ClientIdentity client = http::identifyClient(request_, config.trusted_proxies);
-  request_.client_ip = std::move(client.ip);
-  request_.peer_trusted = client.peer_trusted;
-  request_.client_https = client.https;
-  const bool bypass_client = client.address && config::cidrListContains(config.bypass_cidrs, *client.address);
+  const bool bypass_client = identifyClient();
   route_ = http::route(config, request_.method, request_.path, bypass_client);
   log_request_ = !(route_ == http::Route::PrivateAsset || route_ == http::Route::PublicAsset || route_ == http::Route::QueueStatus ||
                    route_ == http::Route::QueueEvents || route_ == http::Route::Healthz);
+  const admission::AdmissionContext& ctx = host_.admission();
+  if (config.abuse_threshold > 0 && route_ != http::Route::Healthz) {
+    if (admission::carriesForgedPass(ctx, request_, started_wall_))
+      admission::strike(ctx, request_, admission::Strike::ForgedPass, started_ms_);
+    if (admission::banned(ctx, request_, started_ms_)) {
+      log_request_ = true;
+      outcome_ = admission::Outcome::Rejected;
+      respondLocal(admission::banResponse(), true);
+      return;
+    }
+  }
   if (request_.content_length > config.max_body) {
     failRequest(413);
     return;
   }
 
-  const admission::AdmissionContext& ctx = host_.admission();
   switch (route_) {
     case http::Route::QueueStatus: respondLocal(admission::handleQueueStatus(ctx, request_, monotonicMs()), false); return;
     case http::Route::QueueEvents: openEvents(started_ms_); return;
@@ -477,7 +533,10 @@ void ClientConnection::failRequest(int status) {
     started_ms_ = monotonicMs();
     started_wall_ = time(nullptr);
     log_request_ = true;
+    keyPeer();
   }
+  if (status == 400 || status == 413 || status == 414 || status == 431)
+    admission::strike(host_.admission(), request_, admission::Strike::BadRequest, started_ms_);
   http::LocalResponse r = http::plainText(status, std::string(http::reasonPhrase(status)) + "\n");
   if (status == 405) r.headers.push_back({"Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"});
   respondLocal(std::move(r), true);

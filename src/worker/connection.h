@@ -116,6 +116,9 @@ class ClientConnection final : private OriginExchange::Client {
   void fail(const char* what);  // an exception in a client-side callback: log, close
 
   void processInput();
+  bool readProxyHeader();  // -proxy-protocol: false while it is incomplete, or when it closed the connection
+  bool identifyClient();   // the request's client (address, key, exemptions); true: in -bypass-cidrs
+  void keyPeer();          // a head refused before dispatch: its untrusted peer is the client
   void dispatch();
   void runGuard(Millis now);
   void respondLocal(http::LocalResponse&& response, bool close);
@@ -147,6 +150,7 @@ class ClientConnection final : private OriginExchange::Client {
   State state_ = State::ReadingHead;
   bool closed_ = false;
   bool in_process_ = false;
+  bool awaiting_proxy_header_ = false;  // -proxy-protocol: no byte of HTTP before the PROXY header
 
   // current request
   http::Request& request_;

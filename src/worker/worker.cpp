@@ -15,6 +15,7 @@
 #include <exception>
 
 #include "common/log.h"
+#include "http/client_address.h"
 #include "worker/callbacks.h"
 #include "worker/connection.h"
 #include "worker/stream.h"
@@ -30,20 +31,6 @@ constexpr Millis kAcceptPauseMs = 100;
 constexpr Millis kAcceptWarnEveryMs = 10'000;
 constexpr Millis kFullSweepMs = 1'000;
 constexpr int kFullSweepMax = 4096;  // connections refused per sweep at most
-
-std::string peerAddress(const sockaddr* addr) {
-  char buf[INET6_ADDRSTRLEN] = "";
-  if (addr->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, buf, sizeof buf);
-  } else if (addr->sa_family == AF_INET6) {
-    const auto* a6 = reinterpret_cast<const sockaddr_in6*>(addr);
-    if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
-      inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], buf, sizeof buf);
-    else
-      inet_ntop(AF_INET6, &a6->sin6_addr, buf, sizeof buf);
-  }
-  return buf;
-}
 
 }  // namespace
 
@@ -186,10 +173,18 @@ void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, 
       w->becomeFull();
       return;
     }
+    std::string peer = http::socketAddressText(addr);
+    if (w->config().proxy_protocol && !w->trustedPeer(peer)) {
+      // A -proxy-protocol listener speaks only to the balancers in front of it.
+      LOG_DEBUG("connection from %s: not a trusted proxy on a PROXY protocol listener, closing", peer.c_str());
+      evutil_closesocket(fd);
+      if (w->context_.segment) w->context_.segment->stats().count(shm::Counter::ProxyProtocolRejectedTotal);
+      return;
+    }
     int one = 1;  // responses are written whole; small ones must not wait for Nagle
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     enableKeepAlive(fd);
-    auto* c = new ClientConnection(*w, fd, peerAddress(addr));
+    auto* c = new ClientConnection(*w, fd, std::move(peer));
     if (!c->start()) {
       delete c;
       return;
@@ -201,6 +196,11 @@ void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, 
   } catch (...) {
     LOG_ERROR("accept: unknown exception");
   }
+}
+
+bool Worker::trustedPeer(const std::string& peer) const {
+  std::optional<config::IpAddress> address = config::parseIpAddress(peer);
+  return address && config::cidrListContains(config().trusted_proxies, *address);
 }
 
 void Worker::onAcceptError(evconnlistener*, void* arg) {

@@ -106,6 +106,7 @@ class Worker final : public ConnectionHost {
   void becomeFull();
   void refuseWaiting();
   void enableAccepting();
+  bool trustedPeer(const std::string& peer) const;  // in -trusted-proxies
 
   WorkerContext context_;
   bool draining_ = false;

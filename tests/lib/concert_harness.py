@@ -26,8 +26,11 @@ LISTEN_RE = re.compile(r"listening on ([0-9.]+|\[[0-9a-f:]+\]):(\d+)")
 
 class Concert:
     def __init__(self, args, workers=2, env=None, admin_token=None, secret=TEST_SECRET, access_log=False,
-                 wait=True, config_text=None):
+                 wait=True, config_text=None, proxy_preface=None):
         self.args = list(args)
+        # With -proxy-protocol every connection must open with a PROXY
+        # header: the harness's own requests (stats, get) send this one.
+        self.proxy_preface = proxy_preface
         self.workers = workers
         self.env = dict(os.environ)
         for k in list(self.env):
@@ -145,7 +148,9 @@ class Concert:
 
     # -- HTTP helpers
     def conn(self, timeout=10):
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        if self.proxy_preface is None:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        return PrefacedConnection(self.proxy_preface, "127.0.0.1", self.port, timeout=timeout)
 
     def request(self, method, path, headers=None, body=None, timeout=10):
         c = self.conn(timeout)
@@ -165,6 +170,18 @@ class Concert:
         if status != 200:
             raise OSError("stats answered %d" % status)
         return json.loads(body)
+
+
+class PrefacedConnection(http.client.HTTPConnection):
+    """An HTTP connection that sends `preface` (a PROXY protocol header) first."""
+
+    def __init__(self, preface, *args, **kw):
+        super().__init__(*args, **kw)
+        self.preface = preface
+
+    def connect(self):
+        super().connect()
+        self.sock.sendall(self.preface)
 
 
 def header(headers, name):

@@ -62,6 +62,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "pass_evicted_total",
                                        "pass_table_full_total",
                                        "promoted_total",
+                                       "proxy_protocol_rejected_total",
                                        "queue_depth",
                                        "queued_total",
                                        "reloads_total",
@@ -106,7 +107,7 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
         "\"evicted_total\":101,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
         "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
         "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,"
-        "\"promoted_total\":103,"
+        "\"promoted_total\":103,\"proxy_protocol_rejected_total\":127,"
         "\"queue_depth\":0,\"queued_total\":100,\"reloads_total\":110,\"ring_full_total\":108,"
         "\"slots_reclaimed_total\":112,\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,"
         "\"timeouts_keepalive_total\":120,\"timeouts_send_total\":119,\"timeouts_total\":102,"

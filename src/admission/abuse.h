@@ -1,0 +1,60 @@
+// Per-client limits, strikes and bans (traffic.md §4.3–§4.5): what a client
+// (http::clientKey: an IPv4 address or an IPv6 /64) may hold in line, and
+// what it earns by misbehaving. The counts live in the segment's client
+// table (shm/clients.h), so every worker sees the same ones.
+//
+// Strikes, by weight:
+//   a forged, tampered or foreign-key concert_admit pass       5
+//   a wrong admin token                                         5
+//   a cookie-less page request refused by -max-tickets-per-client  1
+//   a request refused with 400, 413, 414 or 431                 1
+// -abuse-threshold strikes within 10 minutes ban the client for -abuse-ban
+// (doubling per repeat, at most 24 h): every request but /_room/healthz gets
+// 403 and its tickets leave the line. -abuse-threshold 0 turns strikes and
+// bans off. Clients in -abuse-allow or -bypass-cidrs, and requests whose
+// client is not an IP address, are never struck, banned or limited
+// (Request::abuse_exempt, Request::client_keyed).
+//
+// A head refused before dispatch names no trusted client yet: it is struck
+// against its TCP peer, and not at all when that peer is a trusted proxy
+// (the proxy is not the one misbehaving).
+#pragma once
+
+#include <optional>
+
+#include "admission/context.h"
+#include "common/clock.h"
+#include "http/request.h"
+#include "http/response.h"
+
+namespace concert::admission {
+
+enum class Strike : int {
+  ForgedPass = 5,
+  AdminToken = 5,
+  TicketLimit = 1,
+  BadRequest = 1,
+};
+
+// Counts a strike against the request's client when strikes are on and the
+// client can be struck; logs the ban a strike starts.
+void strike(const AdmissionContext& context, const http::Request& request, Strike weight, Millis now);
+
+// The client is banned now: the request gets banResponse().
+bool banned(const AdmissionContext& context, const http::Request& request, Millis now);
+http::LocalResponse banResponse();
+
+// A concert_admit cookie the request carries that is not one of ours (not an
+// expired one: a forgery). Checked once per request at dispatch when strikes
+// are on.
+bool carriesForgedPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now);
+
+// What TicketRing::issue needs to charge a new ticket to its client; nullopt
+// when the client's tickets are not counted (no limit and no bans, an
+// exempt client, no address).
+std::optional<shm::ClientTicketing> ticketing(const AdmissionContext& context, const http::Request& request);
+
+// "You hold enough places in line": 429 + Retry-After, no ticket.
+http::LocalResponse ticketLimitResponse(const config::Config& config, const http::Request& request);
+
+}  // namespace concert::admission
