@@ -110,6 +110,25 @@ struct TicketEntry {
 };
 static_assert(sizeof(TicketEntry) == 32);
 
+// ------------------------------------------------------------------ state words
+// The entry state word of every shared table (passes, revocations, clients):
+// version (32 bits) | state (4 bits) | owner slot (12 bits). Each table has
+// its own State enum and its own names for these four (packPass, ...).
+template <typename State>
+constexpr uint64_t packStateWord(uint32_t version, State state, uint32_t owner) {
+  return (uint64_t{version} << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
+}
+constexpr uint32_t stateWordVersion(uint64_t word) {
+  return static_cast<uint32_t>(word >> 16);
+}
+template <typename State>
+constexpr State stateWordState(uint64_t word) {
+  return static_cast<State>((word >> 12) & 0xf);
+}
+constexpr uint32_t stateWordOwner(uint64_t word) {
+  return static_cast<uint32_t>(word & 0xfff);
+}
+
 // ------------------------------------------------------------------ passes
 // Pass state word: version (32 bits) | state (4 bits) | owner slot (12 bits).
 enum class PassState : uint64_t {
@@ -120,18 +139,10 @@ enum class PassState : uint64_t {
   Tombstone = 4,  // removed: reusable, does not end a probe chain
 };
 
-constexpr uint64_t packPass(uint32_t version, PassState state, uint32_t owner) {
-  return (uint64_t{version} << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
-}
-constexpr uint32_t passVersion(uint64_t word) {
-  return static_cast<uint32_t>(word >> 16);
-}
-constexpr PassState passState(uint64_t word) {
-  return static_cast<PassState>((word >> 12) & 0xf);
-}
-constexpr uint32_t passOwner(uint64_t word) {
-  return static_cast<uint32_t>(word & 0xfff);
-}
+inline constexpr auto& packPass = packStateWord<PassState>;
+inline constexpr auto& passVersion = stateWordVersion;
+inline constexpr auto& passState = stateWordState<PassState>;
+inline constexpr auto& passOwner = stateWordOwner;
 
 // ------------------------------------------------------------------ revocations
 // Revocation state word: version (32 bits) | state (4 bits) | owner slot (12
@@ -143,18 +154,10 @@ enum class RevocationState : uint64_t {
   Raising = 3,  // `owner` is raising until, id unchanged: still a revocation
 };
 
-constexpr uint64_t packRevocation(uint32_t version, RevocationState state, uint32_t owner) {
-  return (uint64_t{version} << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
-}
-constexpr uint32_t revocationVersion(uint64_t word) {
-  return static_cast<uint32_t>(word >> 16);
-}
-constexpr RevocationState revocationState(uint64_t word) {
-  return static_cast<RevocationState>((word >> 12) & 0xf);
-}
-constexpr uint32_t revocationOwner(uint64_t word) {
-  return static_cast<uint32_t>(word & 0xfff);
-}
+inline constexpr auto& packRevocation = packStateWord<RevocationState>;
+inline constexpr auto& revocationVersion = stateWordVersion;
+inline constexpr auto& revocationState = stateWordState<RevocationState>;
+inline constexpr auto& revocationOwner = stateWordOwner;
 
 // 32 bytes: a probe reads state, id and until together, two entries a line.
 struct RevocationEntry {
@@ -175,18 +178,10 @@ enum class ClientState : uint64_t {
   Vacant = 4,    // free (a claim a dead writer left half done); does not end a chain
 };
 
-constexpr uint64_t packClient(uint32_t version, ClientState state, uint32_t owner) {
-  return (uint64_t{version} << 16) | (static_cast<uint64_t>(state) << 12) | (owner & 0xfffu);
-}
-constexpr uint32_t clientVersion(uint64_t word) {
-  return static_cast<uint32_t>(word >> 16);
-}
-constexpr ClientState clientState(uint64_t word) {
-  return static_cast<ClientState>((word >> 12) & 0xf);
-}
-constexpr uint32_t clientOwner(uint64_t word) {
-  return static_cast<uint32_t>(word & 0xfff);
-}
+inline constexpr auto& packClient = packStateWord<ClientState>;
+inline constexpr auto& clientVersion = stateWordVersion;
+inline constexpr auto& clientState = stateWordState<ClientState>;
+inline constexpr auto& clientOwner = stateWordOwner;
 
 // Two 32-bit halves in one word, stored and read in one step: the live
 // count (changes | count), strikes (window start | count), the ban (until
