@@ -154,6 +154,16 @@ class Browser:
         result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
         return result.get("result", {}).get("value")
 
+    def body_text(self):
+        """The page's text; "" while a navigation replaces the document (the
+        evaluation is then refused with "Inspected target navigated")."""
+        try:
+            return self.evaluate("document.body ? document.body.innerText : ''")
+        except RuntimeError as e:
+            if "navigated" in str(e):
+                return ""
+            raise
+
     def requested_urls(self):
         self.evaluate("1")  # drain pending events
         return [e["params"]["request"]["url"] for e in self.events if e["method"] == "Network.requestWillBeSent"]
@@ -217,7 +227,7 @@ class WaitingPageTest(unittest.TestCase):
             released = time.time()
             self.origin.release()
             parked.join(10)
-            body = wait_for(lambda: self.browser.evaluate("document.body ? document.body.innerText : ''") == "ok",
+            body = wait_for(lambda: self.browser.body_text() == "ok",
                             timeout=15, interval=0.1)
             self.assertTrue(body, "browser did not reach the origin page")
             self.assertLess(time.time() - released, 10)
@@ -260,7 +270,7 @@ class WaitingPageTest(unittest.TestCase):
 
             self.origin.release()
             parked.join(10)
-            body = wait_for(lambda: self.browser.evaluate("document.body ? document.body.innerText : ''") == "ok",
+            body = wait_for(lambda: self.browser.body_text() == "ok",
                             timeout=15, interval=0.2)
             self.assertTrue(body, "browser did not reach the origin page")
             self.assertEqual(self.origin.recorder.hits("/"), 1)

@@ -210,7 +210,7 @@ class AbuseTest(unittest.TestCase):
     # -- the flood
     def test_cookieless_flood_holds_at_most_its_limit_and_a_real_visitor_gets_through(self):
         total = 20000
-        with self.concert("-cap", "1", "-max-tickets-per-client", "5", "-first-poll-grace", "2s",
+        with self.concert("-cap", "1", "-max-tickets-per-client", "5", "-first-poll-grace", "5s",
                           "-claim-window", "2s", workers=2) as c:
             self.hold_slot(c)
             statuses = {}
@@ -257,7 +257,7 @@ class AbuseTest(unittest.TestCase):
             self.assertEqual(sum(statuses.values()), total, statuses)
             self.assertLessEqual(max_depth[0], 5)
             self.assertLessEqual(s["queue_depth"], 5)
-            self.assertGreater(statuses.get(429, 0), total - 100, statuses)
+            self.assertGreater(statuses.get(429, 0), total - 200, statuses)
             issued = s["queued_total"]
 
             # A real visitor from another address arrives after the flood: it
