@@ -307,6 +307,26 @@ Parsed<ListenAddress> parseListenAddress(std::string_view text) {
   return {ListenAddress{std::string(host), std::string(port)}, {}};
 }
 
+namespace {
+
+// The visitors' own endpoints outside /_room/: no rule may take them over.
+constexpr const char* kReservedPaths[] = {"/queue/status", "/queue/events"};
+
+bool isReservedPath(std::string_view path) {
+  for (const char* reserved : kReservedPaths)
+    if (path == reserved) return true;
+  return false;
+}
+
+// The first reserved path a prefix rule would capture, or nullptr.
+const char* reservedPathUnder(std::string_view prefix) {
+  for (const char* reserved : kReservedPaths)
+    if (std::string_view(reserved).substr(0, prefix.size()) == prefix) return reserved;
+  return nullptr;
+}
+
+}  // namespace
+
 PathListParse parsePathList(std::string_view text) {
   PathListParse out;
   while (true) {
@@ -326,10 +346,10 @@ PathListParse parsePathList(std::string_view text) {
         const std::string shown(entry);
         if (rule.prefix && rule.path == "/") {
           out.errors.push_back(quoted(shown) + " would capture every path");
-        } else if (rule.path == "/queue/status" || rule.path == "/_room" || rule.path.rfind("/_room/", 0) == 0) {
+        } else if (isReservedPath(rule.path) || rule.path == "/_room" || rule.path.rfind("/_room/", 0) == 0) {
           out.errors.push_back(quoted(shown) + " is reserved by concert");
-        } else if (rule.prefix && std::string_view("/queue/status").substr(0, rule.path.size()) == rule.path) {
-          out.errors.push_back(quoted(shown) + " would capture /queue/status, which is reserved by concert");
+        } else if (const char* captured = rule.prefix ? reservedPathUnder(rule.path) : nullptr) {
+          out.errors.push_back(quoted(shown) + " would capture " + captured + ", which is reserved by concert");
         } else {
           out.rules.push_back(std::move(rule));
         }

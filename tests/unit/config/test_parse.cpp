@@ -232,6 +232,10 @@ TEST_CASE("path lists follow the original's rules") {
 
   CHECK(parsePathList("/*").errors.at(0).find("would capture every path") != std::string::npos);
   CHECK(parsePathList("/queue/status").errors.at(0).find("is reserved by concert") != std::string::npos);
+  CHECK(parsePathList("/queue/events").errors.at(0).find("is reserved by concert") != std::string::npos);
+  CHECK(parsePathList("/queue/*").errors.at(0).find("would capture /queue/status") != std::string::npos);
+  CHECK(parsePathList("/queue/e*").errors.empty());  // "/queue/e*" is the exact path /queue/e*
+  CHECK(parsePathList("/queue/ev/*").errors.empty());
   CHECK(parsePathList("/_room").errors.at(0).find("is reserved by concert") != std::string::npos);
   CHECK(parsePathList("/_room/*").errors.at(0).find("is reserved by concert") != std::string::npos);
   CHECK(parsePathList("/_room/stats").errors.at(0).find("is reserved by concert") != std::string::npos);
