@@ -16,7 +16,8 @@ Chrome DevTools Protocol with a minimal stdlib websocket client.
    brings the browser into its turn. With JavaScript the page calls that
    reload off and waits for its event stream.
 5. Languages: Accept-Language de gives the German page, its script's words
-   German too.
+   German too; the script puts eta_seconds (from a stubbed /queue/status)
+   into words in the page's language.
 6. axe-core (installed by `make deps-test` into BUILD/axe) finds no
    violation on the waiting page (with the skip-the-line card showing), the
    "room is full" page and the "busy" page, in English and German, in light
@@ -353,6 +354,48 @@ class WaitingPageTest(unittest.TestCase):
             self.assertEqual(self.browser.evaluate("document.title"), "Sie sind in der Warteschlange")
             self.origin.release()
             parked.join(10)
+
+    def test_the_estimated_wait_in_words(self):
+        # The room does not send eta_seconds yet: the test answers the page's
+        # polls itself (CDP Fetch) with the figures the page must put in words.
+        with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
+            parked = self.park(c)
+            self.browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.EventSource;"})
+            self.browser.call("Fetch.enable", {"patterns": [{"urlPattern": "*/queue/status*"}]})
+            eta_text = "document.getElementById('eta').textContent"
+            line_shown = "!document.getElementById('eta-line').hidden && " \
+                         "getComputedStyle(document.getElementById('eta-line')).display !== 'none'"
+            answered = set()
+
+            def answer_polls(eta):
+                self.browser.evaluate("1")  # drain pending events
+                for e in self.browser.events:
+                    if e["method"] != "Fetch.requestPaused" or e["params"]["requestId"] in answered:
+                        continue
+                    answered.add(e["params"]["requestId"])
+                    body = json.dumps({"ready": False, "position": 2, "eta_seconds": eta}).encode()
+                    self.browser.call("Fetch.fulfillRequest", {
+                        "requestId": e["params"]["requestId"], "responseCode": 200,
+                        "responseHeaders": [{"name": "Content-Type", "value": "application/json"}],
+                        "body": base64.b64encode(body).decode()})
+
+            for accept_language, eta, words in (("en", 250, "about 4 minutes"), ("de", 250, "ungefähr 4 Minuten"),
+                                                ("pt-BR", 30, "menos de um minuto"), ("fr", 7200, "environ 2 heures")):
+                self.browser.call("Network.setExtraHTTPHeaders", {"headers": {"Accept-Language": accept_language}})
+                self.browser.navigate("http://127.0.0.1:%d/" % c.port)
+                self.assertTrue(wait_for(lambda: self.browser.evaluate("document.readyState") == "complete",
+                                         timeout=10))
+                self.assertFalse(self.browser.evaluate(line_shown))  # not known yet: no line
+                self.assertTrue(wait_for(lambda: answer_polls(eta) or self.browser.evaluate(eta_text) == words,
+                                         timeout=15, interval=0.3), self.browser.evaluate(eta_text))
+                self.assertTrue(self.browser.evaluate(line_shown))
+            # The room cannot say any more: the line goes away.
+            self.assertTrue(wait_for(lambda: answer_polls(None) or not self.browser.evaluate(line_shown),
+                                     timeout=15, interval=0.3))
+            self.browser.call("Fetch.disable")
+            self.origin.release()
+            parked.join(10)
+
 
 
 def axe_summary(violations):
