@@ -11,6 +11,11 @@ TEST_PKGS  := curl chromium mandoc procps
 BENCH_PKGS := wrk haproxy nginx-light apache2-utils linux-perf
 FUZZ_PKGS  := clang libclang-rt-14-dev
 
+# axe-core, the accessibility checker the browser test runs in Chromium:
+# from the npm registry (Debian does not package it), into the build folder.
+AXE_VERSION := 4.14.1
+AXE_DIR     := $(BUILD)/axe
+
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps deps-test deps-bench deps-fuzz build run test bench fuzz soak install clean format
@@ -35,6 +40,13 @@ deps:
 
 deps-test: deps
 	$(call install_missing,$(TEST_PKGS))
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing: npm"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; }
+	@grep -qs '"version": "$(AXE_VERSION)"' $(AXE_DIR)/node_modules/axe-core/package.json || { \
+	  echo "installing: axe-core $(AXE_VERSION) into $(AXE_DIR)"; \
+	  npm install --prefix $(AXE_DIR) --no-save --no-audit --no-fund --loglevel=error axe-core@$(AXE_VERSION); }
 
 deps-bench: deps
 	$(call install_missing,$(BENCH_PKGS))

@@ -1,16 +1,24 @@
 // The room's own answers; see answers.h.
 #include "admission/answers.h"
 
+#include <algorithm>
+
 #include "admission/cookies.h"
 #include "admission/pages.h"
 #include "common/json.h"
+#include "common/page_template.h"
 
 namespace concert::admission {
 namespace {
 
-void replaceAll(std::string& text, std::string_view from, std::string_view to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
+// {{.Lang}} and {{.Text.NAME}}: what every page of the room has.
+std::optional<std::string> pageValue(std::string_view name, common::Language language) {
+  if (name == ".Lang") return std::string(common::languageCode(language));
+  constexpr std::string_view kText = ".Text.";
+  if (!name.starts_with(kText)) return std::nullopt;
+  std::optional<common::Text> text = common::textByName(name.substr(kText.size()));
+  if (!text) return std::nullopt;
+  return std::string(common::text(language, *text));
 }
 
 http::Header header(std::string_view name, std::string value) {
@@ -23,15 +31,32 @@ bool wantsHtml(const http::Request& request) {
   return http::joinHeader(request.headers, "Accept").find("text/html") != std::string::npos;
 }
 
-std::string renderWaitingPage(const config::Config& config, int64_t position) {
-  std::string page = config.html_template.empty() ? std::string(kWaitingRoomHtml) : config.html_template;
-  replaceAll(page, "{{.Position}}", std::to_string(position < 1 ? 1 : position));
-  replaceAll(page, "{{.SkipURL}}", config.rate > 0 ? config.skip_url : std::string());
-  return page;
+common::Language pageLanguage(const http::Request& request) {
+  return common::chooseLanguage(http::joinHeader(request.headers, "Accept-Language"));
+}
+
+std::string renderWaitingPage(const config::Config& config, int64_t position, common::Language language,
+                              std::optional<int64_t> eta_seconds) {
+  std::string_view page = config.html_template.empty() ? kWaitingRoomHtml : std::string_view(config.html_template);
+  return common::renderTemplate(page, [&](std::string_view name) -> std::optional<std::string> {
+    if (name == ".Position") return std::to_string(position < 1 ? 1 : position);
+    if (name == ".SkipURL") return config.rate > 0 ? config.skip_url : std::string();
+    if (name == ".ETA") return common::etaWords(language, eta_seconds);
+    if (name == ".Strings") return common::scriptStrings(language);
+    return pageValue(name, language);
+  });
+}
+
+int64_t refreshSeconds(const config::Config& config, int64_t position) {
+  const int64_t most = std::max<int64_t>(1, config.first_poll_grace * 2 / 3 / 1000);
+  const int64_t least = std::min<int64_t>(5, most);
+  const int64_t wanted = position <= 10 ? 5 : 5 + (position - 10 + 9) / 10;
+  return std::clamp(wanted, least, most);
 }
 
 http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
-                                    const shm::TicketCookie& cookie, int64_t position) {
+                                    const shm::TicketCookie& cookie, int64_t position,
+                                    std::optional<int64_t> eta_seconds) {
   http::LocalResponse r;
   if (config.api_json && !wantsHtml(request)) {
     // Byte-exact: Go marshals this map with its keys sorted.
@@ -50,7 +75,9 @@ http::LocalResponse waitingResponse(const config::Config& config, const http::Re
     r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
     r.headers.push_back(header("Cache-Control", "no-store"));
     if (r.status != 200) r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
-    r.body = renderWaitingPage(config, position);
+    // Without JavaScript the browser reloads into its turn (a reload counts as coming back).
+    r.headers.push_back(header("Refresh", std::to_string(refreshSeconds(config, position))));
+    r.body = renderWaitingPage(config, position, pageLanguage(request), eta_seconds);
   }
   addPlaceCookies(config, request, cookie, r.headers);
   return r;
@@ -83,7 +110,8 @@ http::LocalResponse unavailableResponse(const config::Config& config, const http
                  .str();
   } else {
     r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
-    r.body = std::string(html);
+    common::Language language = pageLanguage(request);
+    r.body = common::renderTemplate(html, [&](std::string_view name) { return pageValue(name, language); });
   }
   r.headers.push_back(header("Cache-Control", "no-store"));
   r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 
+#include "common/languages.h"
 #include "config/config.h"
 #include "http/request.h"
 #include "http/response.h"
@@ -24,16 +26,32 @@ inline constexpr std::string_view kTextType = "text/plain; charset=utf-8";
 // "text/html" (case-sensitive).
 bool wantsHtml(const http::Request& request);
 
-// The waiting page with {{.Position}} and {{.SkipURL}} substituted verbatim
-// (the configured -html template, else the built-in page). SkipURL is empty
-// unless -rate > 0.
-std::string renderWaitingPage(const config::Config& config, int64_t position);
+// The language of the room's pages for this request (its Accept-Language).
+common::Language pageLanguage(const http::Request& request);
 
-// "You are in line": the waiting page (200) for browsers, the JSON 429 for
-// API clients (-api-json), both with the room_ticket and room_probe cookies
-// that keep the visitor's place.
+// The waiting page (the configured -html template, else the built-in page)
+// with its placeholders filled (common/page_template.h): {{.Position}} (at
+// least 1), {{.SkipURL}} (verbatim; empty unless -rate > 0), {{.Lang}} (the
+// language's code), {{.ETA}} (the estimated wait in words in that language,
+// empty while unknown), {{.Strings}} (the script's strings as JSON) and
+// {{.Text.NAME}} (the page's strings in that language).
+std::string renderWaitingPage(const config::Config& config, int64_t position, common::Language language,
+                              std::optional<int64_t> eta_seconds);
+
+// The Refresh interval of the waiting page, in seconds, for a browser without
+// JavaScript: 5 up to position 10, one more for every 10 places behind that,
+// at most two thirds of -first-poll-grace (so that the first reload, the
+// first sign that the visitor is still there, comes in time); never below 1.
+int64_t refreshSeconds(const config::Config& config, int64_t position);
+
+// "You are in line": the waiting page (-queue-status, normally 200) for
+// browsers, in the language of their Accept-Language and with a Refresh
+// header, or the JSON 429 for API clients (-api-json); both with the
+// room_ticket and room_probe cookies that keep the visitor's place.
+// eta_seconds: the estimated wait, nullopt while the room cannot say.
 http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
-                                    const shm::TicketCookie& cookie, int64_t position);
+                                    const shm::TicketCookie& cookie, int64_t position,
+                                    std::optional<int64_t> eta_seconds);
 
 // Appends the Set-Cookie headers that keep a visitor's place: room_ticket
 // (Max-Age -token-ttl) and room_probe.
@@ -41,7 +59,8 @@ void addPlaceCookies(const config::Config& config, const http::Request& request,
                      http::Headers& headers);
 
 // The answer for "no room for you": breaker, ring full, slot-wait timeout.
-// API clients (with -api-json) get 503 JSON, everyone else the small HTML page;
+// API clients (with -api-json) get 503 JSON, everyone else the small HTML page
+// (in the language of their Accept-Language);
 // both carry Retry-After: -retry-after and Cache-Control: no-store.
 http::LocalResponse roomFullResponse(const config::Config& config, const http::Request& request);
 
@@ -50,7 +69,8 @@ http::LocalResponse roomFullResponse(const config::Config& config, const http::R
 // JSON {"error": error, ...} or the small "busy" HTML page.
 http::LocalResponse busyResponse(const config::Config& config, const http::Request& request, std::string_view error);
 
-// roomFullResponse and busyResponse: 503 + Retry-After, JSON or `html`.
+// roomFullResponse and busyResponse: 503 + Retry-After, JSON or the page
+// template `html` ({{.Lang}} and {{.Text.NAME}} filled).
 http::LocalResponse unavailableResponse(const config::Config& config, const http::Request& request,
                                         std::string_view error, std::string_view html);
 

@@ -5,9 +5,11 @@
 
 namespace concert::admission {
 
-// The default waiting page, with {{.Position}} and {{.SkipURL}} placeholders.
+// The built-in waiting page: a template (common/page_template.h) with every
+// placeholder answers.h's renderWaitingPage fills.
 extern const std::string_view kWaitingRoomHtml;
-// The 503 page for browsers when the queue is full (the breaker).
+// The 503 page for browsers when the queue is full (the breaker); this and
+// kBusyHtml have {{.Lang}} and {{.Text.NAME}} placeholders.
 extern const std::string_view kQueueFullHtml;
 // The 503 page for browsers when a request cannot wait in line: a session
 // held past -session-hold, a form that would queue, a crawler.

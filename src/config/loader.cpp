@@ -30,6 +30,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/page_template.h"
 #include "config/parse.h"
 #include "config/schema.h"
 
@@ -593,8 +594,16 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
   if (!config->html_file.empty()) {
     std::string why;
     const std::string& label = labels[static_cast<size_t>(findSetting("html") - settings().data())];
-    if (!readWholeFile(config->html_file, kMaxHtmlBytes, config->html_template, why))
+    if (!readWholeFile(config->html_file, kMaxHtmlBytes, config->html_template, why)) {
       result.errors.push_back(label + ": cannot read " + quoted(config->html_file) + ": " + why);
+    } else {
+      // A placeholder Concert would not fill would reach visitors as it is.
+      for (const common::TemplateProblem& p : common::checkWaitingPageTemplate(config->html_template)) {
+        std::string e = label + ": " + quoted(config->html_file) + " line " + std::to_string(p.line) + ": " + p.message;
+        if (p.message.starts_with("unknown")) e += " (known: " + std::string(common::kWaitingPagePlaceholders) + ")";
+        result.errors.push_back(std::move(e));
+      }
+    }
   }
 
   loadSecrets(env, *config, result);

@@ -221,7 +221,9 @@ const Setting kSettings[] = {
     {"cookie-domain", "CONCERT_COOKIE_DOMAIN", VT::String, "", 0, 0, false, R::Live, kRoom,
      "Domain attribute of every cookie (empty = none)", &Config::cookie_domain, checkCookieAttribute},
     {"html", "CONCERT_HTML_FILE", VT::String, "", 0, 0, false, R::Live, kRoom,
-     "custom waiting page file with {{.Position}} and {{.SkipURL}} (empty = built in)", &Config::html_file, nullptr},
+     "custom waiting page template with {{.Position}}, {{.SkipURL}}, {{.Lang}}, {{.ETA}}, {{.Strings}}, "
+     "{{.Text.NAME}}; any other placeholder is an error (empty = built in)",
+     &Config::html_file, nullptr},
     {"skip-url", "CONCERT_SKIP_URL", VT::String, "", 0, 0, false, R::Live, kRoom,
      "skip-the-line link on the waiting page, shown only when -rate > 0", &Config::skip_url, checkSkipUrl},
     {"rate", "CONCERT_RATE", VT::Float, "0", 0, 0, false, R::Live, kRoom,

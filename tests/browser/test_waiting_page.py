@@ -12,6 +12,16 @@ Chrome DevTools Protocol with a minimal stdlib websocket client.
 3. Cookies refused (Concert sets them for a domain that is not the page's):
    the page says cookies are required and neither polls /queue/status nor
    opens /queue/events.
+4. JavaScript off: the <noscript> text shows, and the Refresh header alone
+   brings the browser into its turn. With JavaScript the page calls that
+   reload off and waits for its event stream.
+5. Languages: Accept-Language de gives the German page, its script's words
+   German too; the script puts eta_seconds (from a stubbed /queue/status)
+   into words in the page's language.
+6. axe-core (installed by `make deps-test` into BUILD/axe) finds no
+   violation on the waiting page (with the skip-the-line card showing), the
+   "room is full" page and the "busy" page, in English and German, in light
+   and dark colour schemes.
 
 A screenshot of the waiting page is saved to /tmp/concert-waiting.png.
 """
@@ -34,6 +44,9 @@ from fake_origin import FakeOrigin
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT = "/tmp/concert-waiting.png"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+AXE = os.path.join(os.environ.get("CONCERT_BUILD", os.path.join(ROOT, "build")),
+                   "axe", "node_modules", "axe-core", "axe.min.js")
 
 
 class WebSocket:
@@ -164,6 +177,23 @@ class Browser:
                 return ""
             raise
 
+    def evaluate_async(self, expression, timeout=60):
+        """The value of a promise-returning expression."""
+        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True}, timeout=timeout)
+        if "exceptionDetails" in result:
+            raise RuntimeError("evaluate: %s" % json.dumps(result["exceptionDetails"])[:2000])
+        return result.get("result", {}).get("value")
+
+    def navigate(self, url):
+        self.call("Page.navigate", {"url": url})
+
+    def document_loads(self, url):
+        """How often the browser asked for `url` as a document."""
+        self.evaluate("1")  # drain pending events
+        return len([e for e in self.events if e["method"] == "Network.requestWillBeSent"
+                    and e["params"].get("type") == "Document" and e["params"]["request"]["url"] == url])
+
     def requested_urls(self):
         self.evaluate("1")  # drain pending events
         return [e["params"]["request"]["url"] for e in self.events if e["method"] == "Network.requestWillBeSent"]
@@ -244,6 +274,8 @@ class WaitingPageTest(unittest.TestCase):
             streams = lambda: [u for u in self.browser.requested_urls() if u.endswith("/queue/events")]
             self.assertTrue(wait_for(lambda: len(streams()) >= 2, timeout=25, interval=0.5), streams())
             self.assertEqual([u for u in self.browser.requested_urls() if "/queue/status" in u], [])
+            # Refresh: 5 on a page open for more than 10 s: the script called the reload off.
+            self.assertEqual(self.browser.document_loads("http://127.0.0.1:%d/" % c.port), 1)
             self.origin.release()
             parked.join(10)
             self.assertTrue(wait_for(lambda: self.browser.evaluate(
@@ -297,6 +329,183 @@ class WaitingPageTest(unittest.TestCase):
             self.assertEqual(polls, [])
             self.assertEqual([u for u in self.browser.requested_urls() if "/queue/events" in u], [])
             self.assertEqual(self.origin.recorder.hits("/"), 0)
+            self.origin.release()
+            parked.join(10)
+
+    def test_without_javascript_the_refresh_header_brings_the_turn(self):
+        with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
+            parked = self.park(c)
+            self.browser.call("Emulation.setScriptExecutionDisabled", {"value": True})
+            url = "http://127.0.0.1:%d/" % c.port
+            self.browser.navigate(url)
+            self.assertTrue(wait_for(lambda: "refreshes itself" in (self.browser.evaluate(
+                "document.body ? document.body.innerText : ''") or ""), timeout=10))
+            self.assertEqual(self.browser.evaluate("document.getElementById('position').textContent"), "1")
+            self.assertEqual(self.browser.evaluate("document.documentElement.lang"), "en")
+            self.origin.release()
+            parked.join(10)
+            # The next reload (Refresh: 5) is the visitor's turn.
+            self.assertTrue(wait_for(lambda: self.browser.evaluate(
+                "document.body ? document.body.innerText : ''") == "ok", timeout=20, interval=0.2))
+            self.assertGreaterEqual(self.browser.document_loads(url), 2)
+            self.assertEqual([u for u in self.browser.requested_urls() if "/queue/" in u], [])
+            self.assertEqual(self.origin.recorder.hits("/"), 1)
+
+    def test_the_page_in_german(self):
+        with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
+            parked = self.park(c)
+            self.browser.call("Network.setExtraHTTPHeaders", {"headers": {"Accept-Language": "de-DE,de;q=0.9,en;q=0.4"}})
+            self.browser.navigate("http://127.0.0.1:%d/" % c.port)
+            self.assertTrue(wait_for(lambda: self.browser.evaluate(
+                "document.getElementById('status') && document.getElementById('status').textContent") ==
+                "Gleich geschafft – Sie sind als Nächstes dran…", timeout=10), self.browser.evaluate(
+                "document.body ? document.body.innerText : ''"))
+            self.assertEqual(self.browser.evaluate("document.documentElement.lang"), "de")
+            self.assertEqual(self.browser.evaluate("document.title"), "Sie sind in der Warteschlange")
+            self.origin.release()
+            parked.join(10)
+
+    def test_the_estimated_wait_in_words(self):
+        # The room does not send eta_seconds yet: the test answers the page's
+        # polls itself (CDP Fetch) with the figures the page must put in words.
+        with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
+            parked = self.park(c)
+            self.browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.EventSource;"})
+            self.browser.call("Fetch.enable", {"patterns": [{"urlPattern": "*/queue/status*"}]})
+            eta_text = "document.getElementById('eta').textContent"
+            line_shown = "!document.getElementById('eta-line').hidden && " \
+                         "getComputedStyle(document.getElementById('eta-line')).display !== 'none'"
+            answered = set()
+
+            def answer_polls(eta):
+                self.browser.evaluate("1")  # drain pending events
+                for e in self.browser.events:
+                    if e["method"] != "Fetch.requestPaused" or e["params"]["requestId"] in answered:
+                        continue
+                    answered.add(e["params"]["requestId"])
+                    body = json.dumps({"ready": False, "position": 2, "eta_seconds": eta}).encode()
+                    self.browser.call("Fetch.fulfillRequest", {
+                        "requestId": e["params"]["requestId"], "responseCode": 200,
+                        "responseHeaders": [{"name": "Content-Type", "value": "application/json"}],
+                        "body": base64.b64encode(body).decode()})
+
+            for accept_language, eta, words in (("en", 250, "about 4 minutes"), ("de", 250, "ungefähr 4 Minuten"),
+                                                ("pt-BR", 30, "menos de um minuto"), ("fr", 7200, "environ 2 heures")):
+                self.browser.call("Network.setExtraHTTPHeaders", {"headers": {"Accept-Language": accept_language}})
+                self.browser.navigate("http://127.0.0.1:%d/" % c.port)
+                self.assertTrue(wait_for(lambda: self.browser.evaluate("document.readyState") == "complete",
+                                         timeout=10))
+                self.assertFalse(self.browser.evaluate(line_shown))  # not known yet: no line
+                self.assertTrue(wait_for(lambda: answer_polls(eta) or self.browser.evaluate(eta_text) == words,
+                                         timeout=15, interval=0.3), self.browser.evaluate(eta_text))
+                self.assertTrue(self.browser.evaluate(line_shown))
+            # The room cannot say any more: the line goes away.
+            self.assertTrue(wait_for(lambda: answer_polls(None) or not self.browser.evaluate(line_shown),
+                                     timeout=15, interval=0.3))
+            self.browser.call("Fetch.disable")
+            self.origin.release()
+            parked.join(10)
+
+
+
+def axe_summary(violations):
+    lines = []
+    for v in violations:
+        lines.append("%s (%s): %s" % (v["id"], v.get("impact"), v["help"]))
+        for node in v["nodes"][:5]:
+            lines.append("    %s: %s" % (node["target"], (node.get("failureSummary") or "").replace("\n", " ")))
+    return "\n".join(lines)
+
+
+@unittest.skipUnless(CHROMIUM, "chromium not installed")
+class AccessibilityTest(unittest.TestCase):
+    """axe-core in Chromium: no violation on any page the room shows people."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(AXE):
+            raise AssertionError("axe-core is missing at %s: `make deps-test` installs it" % AXE)
+        with open(AXE, encoding="utf-8") as f:
+            cls.axe_source = f.read()
+
+    def setUp(self):
+        self.origin = FakeOrigin()
+        self.browser = Browser()
+
+    def tearDown(self):
+        self.browser.close()
+        self.origin.release()
+        self.origin.stop()
+
+    def check(self, what, ready_expression):
+        """Waits for the page, then runs axe-core in light and dark colour schemes."""
+        self.assertTrue(wait_for(lambda: self.browser.evaluate(ready_expression), timeout=15, interval=0.2),
+                        "%s did not show: %r" % (what, self.browser.evaluate(
+                            "document.body ? document.body.innerText : ''")))
+        if not self.browser.evaluate("typeof axe === 'object'"):
+            self.browser.evaluate(self.axe_source)
+        for scheme in ("light", "dark"):
+            self.browser.call("Emulation.setEmulatedMedia",
+                              {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+            result = self.browser.evaluate_async(
+                "axe.run(document, {resultTypes: ['violations']}).then(function (r) {"
+                " return {violations: r.violations, passes: r.passes.length}; })")
+            violations = result["violations"]
+            print("axe: %s, %s scheme: %d rules passed, %d violations" % (
+                what, scheme, result["passes"], len(violations)))
+            self.assertEqual(violations, [], "%s (%s):\n%s" % (what, scheme, axe_summary(violations)))
+        self.browser.call("Emulation.setEmulatedMedia", {"features": []})
+
+    def language(self, accept_language):
+        self.browser.call("Network.setExtraHTTPHeaders", {"headers": {"Accept-Language": accept_language}})
+
+    def test_waiting_page_with_skip_card(self):
+        for accept_language, lang in (("en-US,en;q=0.9", "en"), ("de-DE,de;q=0.9", "de")):
+            with self.subTest(lang=lang), Concert(["-upstream", self.origin.url, "-cap", "1", "-rate", "0.5",
+                                                   "-skip-url", "https://pay.example/skip"], workers=2) as c:
+                self.origin.hold()
+                parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
+                parked.start()
+                self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+                c.get("/ahead", {"Accept": "text/html"})  # someone else is first in line
+                self.language(accept_language)
+                self.browser.navigate("http://127.0.0.1:%d/" % c.port)
+                self.check("waiting page (%s)" % lang,
+                           "document.documentElement.lang === '%s' && document.getElementById('position')"
+                           ".textContent === '2' && !document.getElementById('skip').hidden" % lang)
+                # The skip link is reachable from the keyboard and shows where focus is.
+                self.browser.evaluate("document.getElementById('skip-link').focus()")
+                self.assertEqual(self.browser.evaluate("document.activeElement.id"), "skip-link")
+                self.origin.release()
+                parked.join(10)
+
+    def test_room_full_page(self):
+        for accept_language, lang in (("en", "en"), ("fr-CA,de;q=0.5", "fr"), ("de", "de")):
+            with self.subTest(lang=lang), Concert(["-upstream", self.origin.url, "-cap", "1", "-max-queue", "1"],
+                                                  workers=2) as c:
+                self.origin.hold()
+                parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
+                parked.start()
+                self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+                c.get("/ahead", {"Accept": "text/html"})  # fills the line
+                self.language(accept_language)
+                self.browser.navigate("http://127.0.0.1:%d/" % c.port)
+                self.check("room-full page (%s)" % lang,
+                           "document.documentElement.lang === '%s' && !!document.querySelector('main h1')" % lang)
+                self.origin.release()
+                parked.join(10)
+
+    def test_busy_page(self):
+        # A crawler is never queued: it gets the "busy" page.
+        with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
+            parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
+            parked.start()
+            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            self.browser.call("Network.setUserAgentOverride", {
+                "userAgent": "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+                "acceptLanguage": "it-IT,it;q=0.9"})
+            self.browser.navigate("http://127.0.0.1:%d/" % c.port)
+            self.check("busy page (it)", "document.documentElement.lang === 'it' && !!document.querySelector('main h1')")
             self.origin.release()
             parked.join(10)
 

@@ -165,7 +165,7 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
     CHECK(page->outcome() == Outcome::Queued);
     CHECK(html.status == 200);
     CHECK(test::headerValue(html.headers, "Content-Type") == "text/html; charset=utf-8");
-    CHECK(html.body == renderWaitingPage(*room.config, 2));
+    CHECK(html.body == renderWaitingPage(*room.config, 2, common::Language::English, std::nullopt));
     CHECK(decodeTicketCookie(test::setCookieValue(html.headers, "room_ticket"))->ticket == t2);
     CHECK(test::setCookieValue(html.headers, "room_probe") == "1");
 

@@ -156,13 +156,14 @@ TEST_CASE("page guard: custom template and skip URL") {
   c.skip_url = "https://pay.example/skip";
   SUBCASE("no rate: SkipURL empty") {
     Room room(c);
-    CHECK(renderWaitingPage(*room.config, 3) == "<p>pos=3 skip= again=3</p>");
-    CHECK(renderWaitingPage(*room.config, 0) == "<p>pos=1 skip= again=1</p>");
+    CHECK(renderWaitingPage(*room.config, 3, common::Language::English, std::nullopt) == "<p>pos=3 skip= again=3</p>");
+    CHECK(renderWaitingPage(*room.config, 0, common::Language::English, std::nullopt) == "<p>pos=1 skip= again=1</p>");
   }
   SUBCASE("rate > 0: SkipURL substituted") {
     c.rate = 1.5;
     Room room(c);
-    CHECK(renderWaitingPage(*room.config, 4) == "<p>pos=4 skip=https://pay.example/skip again=4</p>");
+    CHECK(renderWaitingPage(*room.config, 4, common::Language::English, std::nullopt) ==
+          "<p>pos=4 skip=https://pay.example/skip again=4</p>");
   }
 }
 

@@ -507,6 +507,35 @@ TEST_CASE("-html loads the waiting page; empty keeps the built-in page") {
   CHECK(contains(env.errors, "CONCERT_HTML_FILE (env): cannot read"));
 }
 
+TEST_CASE("-html: every placeholder must be one Concert fills; -t names the others and their lines") {
+  TempDir dir;
+  const std::string known =
+      "<html lang=\"{{.Lang}}\"><title>{{.Text.Title}}</title>\n<p>{{.Position}} {{ .ETA }} {{.SkipURL}}</p>\n"
+      "<script>var T = {{.Strings}};</script>\n";
+  LoadResult ok;
+  CHECK(expectFlagOk(ok, "html", dir.write("ok.html", known)).html_template == known);
+
+  std::string bad =
+      dir.write("bad.html", "<p>{{.Position}}</p>\n<p>{{.Positon}}</p>\n\n<b>{{.Text.Nope}} {{.Lang}}</b>\n");
+  LoadResult r = run({"-html", bad}, withSecret());
+  CHECK_FALSE(r.ok());
+  INFO(joined(r.errors));
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0] == "-html (flag): \"" + bad +
+                           "\" line 2: unknown placeholder {{.Positon}} (known: {{.Position}}, {{.SkipURL}}, "
+                           "{{.Lang}}, {{.ETA}}, {{.Strings}}, {{.Text.NAME}})");
+  CHECK(r.errors[1].starts_with("-html (flag): \"" + bad + "\" line 4: unknown placeholder {{.Text.Nope}} (known: "));
+
+  std::string unclosed = dir.write("unclosed.html", "<p>{{.Position}}</p>\n<p>{{.Position</p>\n");
+  LoadResult u = run({}, withSecret({{"CONCERT_HTML_FILE", unclosed}}));
+  CHECK_FALSE(u.ok());
+  CHECK(contains(u.errors, "CONCERT_HTML_FILE (env): \"" + unclosed + "\" line 2: unclosed {{"));
+
+  // The page shipped in html/ (the starting point for -html) passes as it is.
+  LoadResult shipped;
+  expectFlagOk(shipped, "html", std::string(CONCERT_SOURCE_ROOT) + "/html/waiting_room.html");
+}
+
 TEST_CASE("path lists: conflicts across lists, overlaps, warnings, prefixes") {
   LoadResult ok = run({"-bypass", "/webhooks/*, /robots.txt", "-assets", "/static/*", "-asset-public", "/pub/*,/a.css"},
                       withSecret());
