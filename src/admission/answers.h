@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -29,11 +30,19 @@ bool wantsHtml(const http::Request& request);
 // unless -rate > 0.
 std::string renderWaitingPage(const config::Config& config, int64_t position);
 
+// The ETA of a visitor at `position` (>= 1) in line, in seconds, or nullopt
+// while Concert has seen too few admissions from the line to say (JSON
+// null): the line's measured pace, shm/line_rate.h. The one source of every
+// eta_seconds (/queue/status, the position events, the JSON 429) and of what
+// the waiting page shows.
+std::optional<int64_t> etaSeconds(const shm::Segment& segment, int64_t position);
+
 // "You are in line": the waiting page (200) for browsers, the JSON 429 for
 // API clients (-api-json), both with the room_ticket and room_probe cookies
-// that keep the visitor's place.
+// that keep the visitor's place. `eta_seconds`: etaSeconds(segment, position).
 http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
-                                    const shm::TicketCookie& cookie, int64_t position);
+                                    const shm::TicketCookie& cookie, int64_t position,
+                                    std::optional<int64_t> eta_seconds);
 
 // Appends the Set-Cookie headers that keep a visitor's place: room_ticket
 // (Max-Age -token-ttl) and room_probe.
@@ -62,11 +71,13 @@ http::LocalResponse jsonResponse(int status, std::string body);
 
 // The bodies of GET /queue/status, which GET /queue/events sends as its
 // events' data. Field order is the original's struct order: ready, position,
-// utilization, skip_cost, rate_per_pos, has_pass, cookies_required; zero
-// values are omitted.
+// utilization, skip_cost, rate_per_pos, has_pass, cookies_required, with
+// Concert's eta_seconds right after position; zero values are omitted,
+// except eta_seconds, always present for a waiting ticket (an integer or
+// null, traffic.md §5.1).
 std::string statusReadyBody();            // {"ready":true}
 std::string statusCookiesRequiredBody();  // {"ready":false,"cookies_required":true}
-// A waiting ticket at `position`: the position, the room's smoothed
+// A waiting ticket at `position`: the position, its ETA, the room's smoothed
 // utilization, and the skip-the-line figures when -rate is set.
 std::string statusWaitingBody(const config::Config& config, const shm::Segment& segment, int64_t position);
 

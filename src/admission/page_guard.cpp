@@ -372,7 +372,8 @@ class PageGuard final : public RequestGuard {
   }
 
   Admission waiting(const http::Request& request, const shm::TicketCookie& cookie, int64_t position) {
-    return respond(waitingResponse(config_, request, cookie, position), Outcome::Queued);
+    return respond(waitingResponse(config_, request, cookie, position, etaSeconds(segment(), position)),
+                   Outcome::Queued);
   }
 
   Admission respond(http::LocalResponse response, Outcome outcome) {
