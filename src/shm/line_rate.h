@@ -16,7 +16,7 @@
 //     sweep), and they happen anywhere in the line, so counting a ghost
 //     evicted from behind a visitor would promise that visitor a pace its
 //     part of the line does not have. Leaving them out means that when
-//     people ahead give up the ETA errs long, never short;
+//     people ahead give up the ETA errs long rather than short;
 //   * visitors who go straight in while nobody waits: they take no ticket.
 //
 // Per second of what: of time during which somebody waited. The janitor
@@ -39,9 +39,9 @@
 // the stall) count as a bucket at three times the old pace, not as 40/s, and
 // the pace is back near the line's real one within a few buckets. A genuine
 // rise in pace (a faster origin) is followed at up to 5/3 of the pace per
-// bucket (tenfold in 25 s): the ETA errs long meanwhile, not short. Until the first bucket
-// closes, the open bucket's own pace is used (its waited time counted as at
-// least 1 s).
+// bucket (tenfold in 25 s): the ETA errs long meanwhile, not short. Until
+// the first bucket closes, the open bucket's own pace is used (its waited
+// time counted as at least 1 s).
 //
 // Cap changes: the pace of a backlogged line is proportional to the cap, so
 // both EWMAs are kept per page slot (a bucket's pace divided by the cap it
