@@ -54,17 +54,23 @@ int64_t refreshSeconds(const config::Config& config, int64_t position) {
   return std::clamp(wanted, least, most);
 }
 
+std::optional<int64_t> etaSeconds(const shm::Segment& segment, int64_t position) {
+  return segment.lineRate().etaSeconds(position);
+}
+
 http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
                                     const shm::TicketCookie& cookie, int64_t position,
                                     std::optional<int64_t> eta_seconds) {
   http::LocalResponse r;
   if (config.api_json && !wantsHtml(request)) {
-    // Byte-exact: Go marshals this map with its keys sorted.
+    // Byte-exact: Go marshals this map with its keys sorted (eta_seconds,
+    // Concert's, sorted in with them).
     r.status = 429;
     r.headers.push_back(header("Content-Type", std::string(kJsonType)));
     r.headers.push_back(header("Cache-Control", "no-store"));
     r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
     r.body = common::JsonObject()
+                 .add("eta_seconds", eta_seconds)
                  .add("hint", "keep the room_ticket cookie and retry to hold your position")
                  .add("queued", true)
                  .add("retry_after_seconds", config.retry_after)
@@ -146,6 +152,7 @@ std::string statusWaitingBody(const config::Config& config, const shm::Segment& 
   common::JsonObject body;
   body.add("ready", false);
   if (position != 0) body.add("position", position);
+  body.add("eta_seconds", etaSeconds(segment, position));
   double utilization = segment.stats().utilization();
   if (utilization != 0) body.add("utilization", utilization);
   if (config.rate > 0) {

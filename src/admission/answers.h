@@ -29,6 +29,13 @@ bool wantsHtml(const http::Request& request);
 // The language of the room's pages for this request (its Accept-Language).
 common::Language pageLanguage(const http::Request& request);
 
+// The ETA of a visitor at `position` (>= 1) in line, in seconds, or nullopt
+// while Concert has seen too few admissions from the line to say (JSON
+// null): the line's measured pace, shm/line_rate.h. The one source of every
+// eta_seconds (/queue/status, the position events, the JSON 429) and of what
+// the waiting page shows.
+std::optional<int64_t> etaSeconds(const shm::Segment& segment, int64_t position);
+
 // The waiting page (the configured -html template, else the built-in page)
 // with its placeholders filled (common/page_template.h): {{.Position}} (at
 // least 1), {{.SkipURL}} (verbatim; empty unless -rate > 0), {{.Lang}} (the
@@ -48,7 +55,7 @@ int64_t refreshSeconds(const config::Config& config, int64_t position);
 // browsers, in the language of their Accept-Language and with a Refresh
 // header, or the JSON 429 for API clients (-api-json); both with the
 // room_ticket and room_probe cookies that keep the visitor's place.
-// eta_seconds: the estimated wait, nullopt while the room cannot say.
+// eta_seconds: etaSeconds(segment, position), nullopt while the room cannot say.
 http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
                                     const shm::TicketCookie& cookie, int64_t position,
                                     std::optional<int64_t> eta_seconds);
@@ -82,11 +89,13 @@ http::LocalResponse jsonResponse(int status, std::string body);
 
 // The bodies of GET /queue/status, which GET /queue/events sends as its
 // events' data. Field order is the original's struct order: ready, position,
-// utilization, skip_cost, rate_per_pos, has_pass, cookies_required; zero
-// values are omitted.
+// utilization, skip_cost, rate_per_pos, has_pass, cookies_required, with
+// Concert's eta_seconds right after position; zero values are omitted,
+// except eta_seconds, always present for a waiting ticket (an integer or
+// null, traffic.md §5.1).
 std::string statusReadyBody();            // {"ready":true}
 std::string statusCookiesRequiredBody();  // {"ready":false,"cookies_required":true}
-// A waiting ticket at `position`: the position, the room's smoothed
+// A waiting ticket at `position`: the position, its ETA, the room's smoothed
 // utilization, and the skip-the-line figures when -rate is set.
 std::string statusWaitingBody(const config::Config& config, const shm::Segment& segment, int64_t position);
 

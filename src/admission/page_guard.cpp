@@ -372,8 +372,8 @@ class PageGuard final : public RequestGuard {
   }
 
   Admission waiting(const http::Request& request, const shm::TicketCookie& cookie, int64_t position) {
-    // The estimated wait is not measured yet: the page leaves it out.
-    return respond(waitingResponse(config_, request, cookie, position, std::nullopt), Outcome::Queued);
+    return respond(waitingResponse(config_, request, cookie, position, etaSeconds(segment(), position)),
+                   Outcome::Queued);
   }
 
   Admission respond(http::LocalResponse response, Outcome outcome) {

@@ -1,8 +1,9 @@
 // GET /queue/status: the waiting page's poll.
 //
-// Answers from the shared segment only: the ticket's state and position, the
-// smoothed utilization, and the skip-the-line figures when -rate is set. The
-// bodies are built in answers.cpp (GET /queue/events sends the same ones).
+// Answers from the shared segment only: the ticket's state, position and
+// ETA, the smoothed utilization, and the skip-the-line figures when -rate is
+// set. The bodies are built in answers.cpp (GET /queue/events sends the same
+// ones).
 #include "admission/admission.h"
 #include "admission/answers.h"
 #include "common/json.h"
@@ -22,8 +23,11 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
   if (view.rate_limited) {
     common::JsonObject body;
     body.add("ready", false);
-    // A ticket whose turn has come has no position to report.
-    if (view.state == shm::TicketState::Waiting) body.add("position", view.raw_position);
+    // A ticket whose turn has come has no position (nor ETA) to report.
+    if (view.state == shm::TicketState::Waiting) {
+      body.add("position", view.raw_position);
+      body.add("eta_seconds", etaSeconds(*context.segment, view.raw_position));
+    }
     http::LocalResponse r = jsonResponse(429, body.str());
     r.headers.push_back(http::Header{"Retry-After", "1"});
     return r;

@@ -1,6 +1,6 @@
 // A tiny JSON writer that produces the same bytes as Go's encoding/json (with
 // SetEscapeHTML(false)) for the shapes Concert emits (flat objects of strings,
-// integers, floats and booleans, keys in the order written). Reading the one
+// integers, floats, booleans and null, keys in the order written). Reading the one
 // JSON body Concert accepts (POST /_room/cap) is admission/cap_body.h's job.
 //
 // Header-only so that src/common needs no extra translation unit. No state
@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -92,6 +93,15 @@ class JsonObject {
     appendKey(key);
     appendJsonFloat(out_, value);
     return *this;
+  }
+  JsonObject& addNull(std::string_view key) {
+    appendKey(key);
+    out_ += "null";
+    return *this;
+  }
+  // The integer, or null (as Go marshals a nil *int64).
+  JsonObject& add(std::string_view key, std::optional<int64_t> value) {
+    return value ? add(key, *value) : addNull(key);
   }
   std::string str() const { return out_ + "}"; }
 

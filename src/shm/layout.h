@@ -15,8 +15,9 @@
 // Word by word, who writes (each subsystem's file says more):
 //   Header      master at create; page_cap / configured cap / generation by
 //               the master (and POST /_room/cap from any worker); asset_cap
-//               only at create; long_lived_cap by the master; next_ticket, low_water, utilization and
-//               counters by everyone; ban_horizon by strikers, forward only.
+//               only at create; long_lived_cap by the master; next_ticket, low_water, utilization,
+//               line_admitted and counters by everyone; ban_horizon by strikers, forward only; the
+//               line's pace (LinePace) by the master's janitor.
 //   SlotRecord  page / asset / long-lived counters: only the slot's own worker (and the
 //               master in reclaim, after the worker is dead); pid, generation:
 //               master; heartbeat: the worker; waiting mask: the worker.
@@ -58,7 +59,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 6;
+constexpr uint32_t kLayoutVersion = 7;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -222,6 +223,19 @@ constexpr uint32_t tagClient(uint32_t tag) {
   return (tag & 0xffffffu) - 1;
 }
 
+// ------------------------------------------------------------------ line pace
+// The line's smoothed pace and the janitor's open bucket (line_rate.h).
+constexpr int64_t kNeverPassed = INT64_MIN;  // last_pass before the janitor's first pass
+
+struct alignas(64) LinePace {
+  std::atomic<uint64_t> estimate;       // pace per slot << 32 | slow reference per slot (float32s); 0 = none yet
+  std::atomic<uint64_t> bucket;         // waited ms << 32 | line_admitted at the bucket's start (mod 2^32)
+  std::atomic<int64_t> bucket_cap;      // janitor only: the page cap when the open bucket started
+  std::atomic<int64_t> last_pass;       // janitor only: its last pass (kNeverPassed before the first)
+  std::atomic<uint64_t> last_admitted;  // janitor only: line_admitted at its last pass
+  std::atomic<int64_t> last_depth;      // janitor only: waiting + returned tickets at its last pass
+};
+
 // ------------------------------------------------------------------ header
 struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
@@ -241,12 +255,14 @@ struct alignas(64) Header {
   std::atomic<int64_t> page_cap;
   std::atomic<int64_t> configured_page_cap;
   std::atomic<uint32_t> generation;
-  alignas(64) std::atomic<uint64_t> next_ticket;  // next number to issue (first is 1)
-  alignas(64) std::atomic<uint64_t> low_water;    // no ticket below it is Reserved or Waiting
-  alignas(64) std::atomic<uint64_t> utilization;  // bit pattern of a double
-  alignas(64) std::atomic<int64_t> line_credit;   // sessions.h: the line's owed slots, in thousandths
-  alignas(64) std::atomic<uint32_t> ban_horizon;  // clients.h: the latest ban until ever set (seconds)
-  PaddedCounter counters[kCounterCount];          // one per CONCERT_COUNTERS entry
+  alignas(64) std::atomic<uint64_t> next_ticket;    // next number to issue (first is 1)
+  alignas(64) std::atomic<uint64_t> low_water;      // no ticket below it is Reserved or Waiting
+  alignas(64) std::atomic<uint64_t> utilization;    // bit pattern of a double
+  alignas(64) std::atomic<int64_t> line_credit;     // sessions.h: the line's owed slots, in thousandths
+  alignas(64) std::atomic<uint32_t> ban_horizon;    // clients.h: the latest ban until ever set (seconds)
+  alignas(64) std::atomic<uint64_t> line_admitted;  // line_rate.h: admissions from the line, ever
+  LinePace pace;                                    // line_rate.h
+  PaddedCounter counters[kCounterCount];            // one per CONCERT_COUNTERS entry
 };
 
 // One per worker slot; page and asset counters on their own cache lines

@@ -122,7 +122,8 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
                   Resource::LongLivedSlot, nullptr, "long-lived"),
       sessions_(mapping_->layout, slots_),
       clients_(mapping_->layout, slots_),
-      tickets_(mapping_->layout, slots_, pages_, sessions_, clients_),
+      line_rate_(mapping_->layout, slots_),
+      tickets_(mapping_->layout, slots_, pages_, sessions_, clients_, line_rate_),
       passes_(mapping_->layout, slots_),
       revocations_(mapping_->layout, slots_),
       stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, clients_, slots_) {}
@@ -182,6 +183,13 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.low_water.store(1);
   h.utilization.store(std::bit_cast<uint64_t>(0.0));
   h.ban_horizon.store(0);
+  h.line_admitted.store(0);
+  h.pace.estimate.store(0);
+  h.pace.bucket.store(0);
+  h.pace.bucket_cap.store(page_cap);
+  h.pace.last_pass.store(kNeverPassed);
+  h.pace.last_admitted.store(0);
+  h.pace.last_depth.store(0);
 
   // The handles (WorkerSlots creates the eventfds) are made last, over the
   // finished layout.

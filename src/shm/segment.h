@@ -8,6 +8,7 @@
 // The segment is a set of subsystems, each a thin handle over its part of
 // the carved layout (layout.h), each with its own header:
 //   tickets()  the ticket ring: FIFO page admission        tickets.h
+//   lineRate() the line's pace and visitors' ETA            line_rate.h
 //   pages()    the page semaphore (the room's cap)          semaphore.h
 //   assets()   the global asset semaphore                   semaphore.h
 //   passes()   per-pass asset holds                         pass_table.h
@@ -39,6 +40,7 @@
 #include <memory>
 
 #include "shm/clients.h"
+#include "shm/line_rate.h"
 #include "shm/pass_table.h"
 #include "shm/revocations.h"
 #include "shm/semaphore.h"
@@ -66,6 +68,10 @@ class Segment {
 
   TicketRing& tickets() { return tickets_; }
   const TicketRing& tickets() const { return tickets_; }
+  // The line's measured pace and the ETA of a position in it (admissions
+  // are counted by tickets().claim, buckets rolled by tickets().sweep).
+  LineRate& lineRate() { return line_rate_; }
+  const LineRate& lineRate() const { return line_rate_; }
   PageSemaphore& pages() { return pages_; }
   const PageSemaphore& pages() const { return pages_; }
   Semaphore& assets() { return assets_; }
@@ -112,7 +118,8 @@ class Segment {
   Semaphore assets_;
   Semaphore long_lived_;
   Sessions sessions_;
-  Clients clients_;  // before tickets_, which counts tickets on it
+  Clients clients_;     // before tickets_, which counts tickets on it
+  LineRate line_rate_;  // before tickets_, which counts admissions on it
   TicketRing tickets_;
   PassTable passes_;
   Revocations revocations_;

@@ -6,6 +6,7 @@
 
 #include "shm/clients.h"
 #include "shm/layout.h"
+#include "shm/line_rate.h"
 #include "shm/nonce.h"
 #include "shm/semaphore.h"
 #include "shm/sessions.h"
@@ -278,6 +279,9 @@ bool TicketRing::claim(const TicketCookie& cookie) {
   if (!casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, entryOwner(word))))
     return false;
   clients_->leave(layout.index(cookie.ticket), cookie.ticket);
+  // Everyone behind a Waiting ticket moved one place; a Returned one went
+  // in ahead of the line and moved nobody (line_rate.h).
+  if (entryState(word) == EntryState::Waiting) line_rate_->admitted();
   advanceLowWater(layout);
   return true;
 }
@@ -389,6 +393,7 @@ SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
   if (report.missed > 0) layout.counter(Counter::MissedTurnsTotal).fetch_add(static_cast<uint64_t>(report.missed));
   advanceLowWater(layout);
   if (evicted + report.missed > 0) slots_->wake(Resource::PageSlot);
+  line_rate_->roll(now, liveQueueDepth(), pages_->cap());
   return report;
 }
 

@@ -115,14 +115,16 @@
 namespace concert::shm {
 
 class Clients;
+class LineRate;
 class Semaphore;
 class Sessions;
 struct TicketEntry;
 
 class TicketRing final : public Handle {
  public:
-  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, const Sessions& sessions, Clients& clients)
-      : Handle(layout, slots), pages_(&pages), sessions_(&sessions), clients_(&clients) {}
+  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, const Sessions& sessions, Clients& clients,
+             LineRate& line_rate)
+      : Handle(layout, slots), pages_(&pages), sessions_(&sessions), clients_(&clients), line_rate_(&line_rate) {}
 
   // A new arrival joins the line at the back. With a client: its live
   // tickets first (ClientLimit at max_per_client; the ticket is counted and
@@ -150,6 +152,7 @@ class TicketRing final : public Handle {
   // The caller holds a page slot taken for this ticket: if it is the
   // ticket's turn (counting that slot as free), the ticket leaves the line
   // (Finished) and true is returned; otherwise the caller gives the slot back.
+  // A Waiting ticket's claim is an admission from the line (line_rate.h).
   bool claim(const TicketCookie& cookie);
 
   // A ticket that will never be admitted (a held request whose client left
@@ -166,7 +169,8 @@ class TicketRing final : public Handle {
   // Master janitor, once a second: TTL expiry, first-poll grace, claim
   // window (see the file comment). Counts evicted_total, ghost_evicted_total
   // and missed_turns_total; wakes PageSlot waiters when the line moved.
-  // Also the client table's recount and repair (clients.h).
+  // Also the client table's recount and repair (clients.h), and the line's
+  // pace: the janitor's pass rolls its buckets (line_rate.h).
   SweepReport sweep(Millis now, const SweepLimits& limits);
 
  private:
@@ -186,6 +190,7 @@ class TicketRing final : public Handle {
   const Semaphore* pages_;
   const Sessions* sessions_;
   Clients* clients_;
+  LineRate* line_rate_;
 };
 
 }  // namespace concert::shm

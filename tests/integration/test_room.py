@@ -14,8 +14,9 @@ import unittest
 from concert_harness import TEST_SECRET, Concert, header, headers_all, wait_for
 from fake_origin import FakeOrigin
 
-QUEUED_JSON = (b'{"hint":"keep the room_ticket cookie and retry to hold your position","queued":true,'
-               b'"retry_after_seconds":5,"status_url":"/queue/status"}')
+# Fewer than 20 admissions from the line before it is checked: no ETA yet.
+QUEUED_JSON = (b'{"eta_seconds":null,"hint":"keep the room_ticket cookie and retry to hold your position",'
+               b'"queued":true,"retry_after_seconds":5,"status_url":"/queue/status"}')
 BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 
 

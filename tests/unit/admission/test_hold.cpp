@@ -17,8 +17,9 @@ using concert::test::Room;
 
 namespace {
 
+// Fewer than 20 admissions from the line in these rooms: no ETA yet.
 const std::string kQueuedJson =
-    "{\"hint\":\"keep the room_ticket cookie and retry to hold your position\",\"queued\":true,"
+    "{\"eta_seconds\":null,\"hint\":\"keep the room_ticket cookie and retry to hold your position\",\"queued\":true,"
     "\"retry_after_seconds\":5,\"status_url\":\"/queue/status\"}";
 
 Headers browser() {

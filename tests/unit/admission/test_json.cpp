@@ -10,6 +10,8 @@ TEST_CASE("JsonObject writes Go's bytes") {
   CHECK(JsonObject().add("a", true).add("b", int64_t{-3}).add("c", "x").str() == "{\"a\":true,\"b\":-3,\"c\":\"x\"}");
   CHECK(JsonObject().add("s", "q\"b\\n\n<&>\x01").str() == "{\"s\":\"q\\\"b\\\\n\\n<&>\\u0001\"}");
   CHECK(JsonObject().add("u", "\xe2\x80\xa8").str() == "{\"u\":\"\\u2028\"}");
+  CHECK(JsonObject().addNull("n").add("e", std::optional<int64_t>()).add("f", std::optional<int64_t>(42)).str() ==
+        "{\"n\":null,\"e\":null,\"f\":42}");
   std::string f;
   appendJsonFloat(f, 0.0);
   CHECK(f == "0");

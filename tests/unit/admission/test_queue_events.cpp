@@ -104,7 +104,7 @@ TEST_CASE("events: a waiting ticket opens a stream whose first event is /queue/s
   CHECK_FALSE(o.first.ends());
   LocalResponse status = handleQueueStatus(room.ctx(), statusRequest(ticket), 2000);
   CHECK(o.first.data == status.body);
-  CHECK(o.first.data == "{\"ready\":false,\"position\":2,\"utilization\":0.1}");
+  CHECK(o.first.data == "{\"ready\":false,\"position\":2,\"eta_seconds\":null,\"utilization\":0.1}");
   CHECK(o.first.text() == "event: position\ndata: " + status.body + "\n\n");
   CHECK(events.ticket() == decodeTicketCookie(ticket)->ticket);
   CHECK(room.parked(shm::Resource::PageSlot) == 1);
@@ -122,7 +122,8 @@ TEST_CASE("events: pricing fields are the same as /queue/status's") {
   QueueEvents::Opening o = events.open(eventsRequest(ticket), 2000);
   REQUIRE(o.stream);
   CHECK(o.first.data == handleQueueStatus(room.ctx(), statusRequest(ticket), 2000).body);
-  CHECK(o.first.data == "{\"ready\":false,\"position\":2,\"utilization\":0.1,\"skip_cost\":3,\"rate_per_pos\":3}");
+  CHECK(o.first.data ==
+        "{\"ready\":false,\"position\":2,\"eta_seconds\":null,\"utilization\":0.1,\"skip_cost\":3,\"rate_per_pos\":3}");
 }
 
 TEST_CASE("events: an unchanged position sends nothing; rechecks keep the ticket seen") {
@@ -139,7 +140,7 @@ TEST_CASE("events: an unchanged position sends nothing; rechecks keep the ticket
   // The rechecks counted as seen: more than a TTL after the stream opened,
   // the ticket is still in line.
   LocalResponse later = handleQueueStatus(room.ctx(), statusRequest(ticket), last_recheck + ttl - 1000);
-  CHECK(later.body == "{\"ready\":false,\"position\":1,\"utilization\":0.1}");
+  CHECK(later.body == "{\"ready\":false,\"position\":1,\"eta_seconds\":null,\"utilization\":0.1}");
   CHECK(room.segment->stats().snapshot().evicted_total == 0);
 }
 
@@ -194,7 +195,7 @@ TEST_CASE("events: ready the moment the ticket may take a slot; the stream ends 
 
   CHECK(events.recheck(1500).kind == Kind::None);
   holder->release();
-  CHECK(woken(room));  // the open stream registered this slot: the release wakes it
+  CHECK(woken(room));                               // the open stream registered this slot: the release wakes it
   QueueEvents::Event ready = events.recheck(1600);  // well within the 5 s position limit
   CHECK(ready.kind == Kind::Ready);
   CHECK(ready.ends());

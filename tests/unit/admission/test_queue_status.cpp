@@ -51,13 +51,13 @@ TEST_CASE("status: waiting, rate limited, ready") {
 
   LocalResponse w = handleQueueStatus(room.ctx(), statusRequest(ticket), 5000);
   CHECK(w.status == 200);
-  CHECK(w.body == "{\"ready\":false,\"position\":1,\"utilization\":0.1}");
+  CHECK(w.body == "{\"ready\":false,\"position\":1,\"eta_seconds\":null,\"utilization\":0.1}");
   CHECK(test::setCookies(w.headers).empty());
 
   LocalResponse limited = handleQueueStatus(room.ctx(), statusRequest(ticket), 5500);
   CHECK(limited.status == 429);
   CHECK(test::headerValue(limited.headers, "Retry-After") == "1");
-  CHECK(limited.body == "{\"ready\":false,\"position\":1}");
+  CHECK(limited.body == "{\"ready\":false,\"position\":1,\"eta_seconds\":null}");
   CHECK(test::setCookies(limited.headers).empty());
 
   holder->release();
@@ -90,7 +90,8 @@ TEST_CASE("status: pricing and cookie refresh") {
 
   // position 2, rate_per_pos = 2 + 2 * 0.5 = 3, skip_cost = (2 - 1) * 3
   LocalResponse w = handleQueueStatus(room.ctx(), statusRequest(ticket), 5000);
-  CHECK(w.body == "{\"ready\":false,\"position\":2,\"utilization\":0.1,\"skip_cost\":3,\"rate_per_pos\":3}");
+  CHECK(w.body ==
+        "{\"ready\":false,\"position\":2,\"eta_seconds\":null,\"utilization\":0.1,\"skip_cost\":3,\"rate_per_pos\":3}");
 
   // cookies re-sent once ttl/3 has passed since they were last sent
   Millis later = 1000 + room.config->token_ttl / 3 + 1000;
@@ -109,11 +110,42 @@ TEST_CASE("status: rate limit on a ready ticket omits the position; pricing at t
 
   // Head of the line: nothing to skip, so only the rate is shown.
   LocalResponse head = handleQueueStatus(room.ctx(), statusRequest(ticket), 5000);
-  CHECK(head.body == "{\"ready\":false,\"position\":1,\"utilization\":0.1,\"rate_per_pos\":2}");
+  CHECK(head.body == "{\"ready\":false,\"position\":1,\"eta_seconds\":null,\"utilization\":0.1,\"rate_per_pos\":2}");
 
   holder->release();
   CHECK(handleQueueStatus(room.ctx(), statusRequest(ticket), 7000).body == "{\"ready\":true}");
   LocalResponse limited = handleQueueStatus(room.ctx(), statusRequest(ticket), 7100);
   CHECK(limited.status == 429);
   CHECK(limited.body == "{\"ready\":false}");
+}
+
+TEST_CASE("status and the JSON 429: eta_seconds from the line's pace once 20 went in") {
+  Room room(test::baseConfig(1));
+  // 20 admissions from the line over 50 s of waiting: two every 5 s.
+  shm::LineRate& pace = room.segment->lineRate();
+  for (int second = 0; second <= 50; ++second) {
+    if (second % 5 == 1 || second % 5 == 3) pace.admitted();
+    pace.roll(second * 1000, 5, 1);
+  }
+  REQUIRE(pace.admissions() == 20);
+  std::unique_ptr<RequestGuard> holder;
+  std::string first = queueOne(room, holder);
+  auto g = makePageGuard(room.ctx());
+  Admission second = g->admit(test::get("/"), 1000);
+  REQUIRE(second.response.status == 429);
+  CHECK(second.response.body ==
+        "{\"eta_seconds\":5,\"hint\":\"keep the room_ticket cookie and retry to hold your position\","
+        "\"queued\":true,\"retry_after_seconds\":5,\"status_url\":\"/queue/status\"}");
+  CHECK(handleQueueStatus(room.ctx(), statusRequest(first), 5000).body ==
+        "{\"ready\":false,\"position\":1,\"eta_seconds\":3,\"utilization\":0.1}");
+  std::string ticket = test::setCookieValue(second.response.headers, "room_ticket");
+  CHECK(handleQueueStatus(room.ctx(), statusRequest(ticket), 5000).body ==
+        "{\"ready\":false,\"position\":2,\"eta_seconds\":5,\"utilization\":0.1}");
+  LocalResponse limited = handleQueueStatus(room.ctx(), statusRequest(ticket), 5500);
+  CHECK(limited.status == 429);
+  CHECK(limited.body == "{\"ready\":false,\"position\":2,\"eta_seconds\":5}");
+  CHECK(etaSeconds(*room.segment, 10) == 25);
+  // The cap doubled: so does the pace, at once.
+  room.segment->pages().setCap(2);
+  CHECK(etaSeconds(*room.segment, 10) == 13);
 }
