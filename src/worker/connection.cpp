@@ -105,8 +105,12 @@ void ClientConnection::onClientWrite(Stream&, void* arg) {
         break;
       case State::ReadingHead:
         // The response is out and no byte of the next request is here: an
-        // idle keep-alive connection keeps no buffer memory.
-        if (c->idle_ && c->client_.pendingOutput() == 0 && c->client_.input().empty()) c->client_.trim();
+        // idle keep-alive connection keeps no buffer memory, and a draining
+        // worker closes it.
+        if (c->idle_ && c->client_.pendingOutput() == 0 && c->client_.input().empty()) {
+          c->client_.trim();
+          if (c->host_.draining()) c->closeIfIdle();
+        }
         break;
       default: break;
     }
@@ -738,6 +742,10 @@ void ClientConnection::closeIfIdle() {
   char probe;
   ssize_t n = recv(client_.fd(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n > 0 || !client_.input().empty()) return;
+  // The last response may still be on its way out (its head sent, the rest
+  // queued): closing now would cut it short. It closes once it is out
+  // (onClientWrite).
+  if (client_.pendingOutput() > 0) return;
   close();
 }
 
