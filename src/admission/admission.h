@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -103,6 +104,12 @@ class QueueEvents {
 // A comment line the worker sends on an idle event stream now and then, so
 // that intermediaries do not take it for dead.
 inline constexpr std::string_view kEventStreamKeepAlive = ": keep-alive\n\n";
+
+// The admin endpoints' gate (traffic.md §7.2): nullopt when the request may
+// go on (it came on -admin-listen, or carries `Authorization: Bearer
+// $CONCERT_ADMIN_TOKEN`), else the answer: 404 while no token is set, 401
+// without the header or with a wrong token (a wrong token is a strike).
+std::optional<http::LocalResponse> adminRefusal(const AdmissionContext& context, const http::Request& request);
 
 // GET /_room/healthz, GET /_room/stats, POST /_room/cap (body = request body).
 http::LocalResponse handleHealthz(const AdmissionContext& context, const http::Request& request);

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -31,6 +32,20 @@ bool tokenMatches(std::string_view presented, std::string_view expected) {
 }
 
 }  // namespace
+
+std::optional<http::LocalResponse> adminRefusal(const AdmissionContext& context, const http::Request& request) {
+  if (request.admin_listener) return std::nullopt;
+  const config::Config& config = *context.config;
+  if (config.admin_token.empty()) return emptyResponse(404);
+  std::string_view presented = request.header("Authorization");
+  if (presented.substr(0, 7) == "Bearer ") presented.remove_prefix(7);
+  if (!http::hasHeader(request.headers, "Authorization")) return emptyResponse(401);
+  if (!tokenMatches(presented, config.admin_token)) {
+    strike(context, request, Strike::AdminToken, monotonicMs());
+    return emptyResponse(401);
+  }
+  return std::nullopt;
+}
 
 http::LocalResponse handleHealthz(const AdmissionContext&, const http::Request&) {
   http::LocalResponse r;
@@ -74,16 +89,7 @@ http::LocalResponse handleStats(const AdmissionContext& context, const http::Req
 }
 
 http::LocalResponse handleCap(const AdmissionContext& context, const http::Request& request, const std::string& body) {
-  const config::Config& config = *context.config;
-  if (config.admin_token.empty()) return emptyResponse(404);
-
-  std::string_view presented = request.header("Authorization");
-  if (presented.substr(0, 7) == "Bearer ") presented.remove_prefix(7);
-  if (!http::hasHeader(request.headers, "Authorization")) return emptyResponse(401);
-  if (!tokenMatches(presented, config.admin_token)) {
-    strike(context, request, Strike::AdminToken, monotonicMs());
-    return emptyResponse(401);
-  }
+  if (std::optional<http::LocalResponse> refused = adminRefusal(context, request)) return std::move(*refused);
 
   CapBody parsed = parseCapBody(body);
   if (!parsed.error.empty()) return jsonResponse(400, common::JsonObject().add("error", parsed.error).str());

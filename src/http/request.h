@@ -46,6 +46,7 @@ struct Request {
   bool client_keyed = false;             // client_key is set (the client is an IP address)
   std::array<uint8_t, 16> client_key{};  // http::clientKey of the client address
   bool abuse_exempt = false;             // -abuse-allow or -bypass-cidrs: never struck, banned or limited
+  bool admin_listener = false;           // arrived on -admin-listen: the admin endpoints need no token
 
   int64_t content_length = -1;  // -1: none
   bool chunked = false;
