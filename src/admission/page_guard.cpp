@@ -186,9 +186,11 @@ class PageGuard final : public RequestGuard {
   // A page slot, then the claim; the slot goes back if the claim fails.
   bool takeTurn(const shm::TicketCookie& cookie) {
     if (!segment().pages().tryAcquire(context_.slot)) return false;
-    if (tickets().claim(cookie)) {
+    shm::Claimed claimed;
+    if (tickets().claim(cookie, &claimed)) {
       holding_page_ = true;
       segment().sessions().lineAdmitted();
+      segment().histograms().observe(shm::Histogram::QueueWait, context_.slot, claimed.waited * 1000);
       return true;
     }
     segment().pages().release(context_.slot);

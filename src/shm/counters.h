@@ -45,7 +45,8 @@
   X(AbuseStrikesTotal, abuse_strikes_total)                  \
   X(AbuseBansTotal, abuse_bans_total)                        \
   X(ClientTableFullTotal, client_table_full_total)           \
-  X(ProxyProtocolRejectedTotal, proxy_protocol_rejected_total)
+  X(ProxyProtocolRejectedTotal, proxy_protocol_rejected_total) \
+  X(FifoInversionsTotal, fifo_inversions_total)
 
 namespace concert::shm {
 

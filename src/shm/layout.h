@@ -20,9 +20,11 @@
 //               line's pace (LinePace) by the master's janitor.
 //   SlotRecord  page / asset / long-lived counters: only the slot's own worker (and the
 //               master in reclaim, after the worker is dead); pid, generation:
-//               master; heartbeat: the worker; waiting mask: the worker.
+//               master; heartbeat: the worker; waiting mask: the worker;
+//               histogram cells: only the slot's worker, never reset.
 //   TicketEntry state word by CAS from anyone (issuer, claimer, finisher,
-//               retirer, master); nonce and times by the issuer and touches.
+//               retirer, master); nonce and times by the issuer and touches;
+//               the issue time (parallel array) by the issuer only.
 //   Client tag  (per ring entry) stored by the issuer while the entry is
 //               Reserved; cleared by CAS by whoever leaves the ticket's
 //               client (finishers, the reusing issuer, the master).
@@ -54,12 +56,13 @@
 #include <cstring>
 
 #include "shm/counted_bits.h"
+#include "shm/histograms.h"
 #include "shm/types.h"
 
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 7;
+constexpr uint32_t kLayoutVersion = 8;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -265,6 +268,12 @@ struct alignas(64) Header {
   PaddedCounter counters[kCounterCount];            // one per CONCERT_COUNTERS entry
 };
 
+// One histogram's cells in one worker slot (histograms.h).
+struct HistogramCells {
+  std::atomic<uint64_t> buckets[kHistogramBounds + 1];  // per bucket, the last +Inf
+  std::atomic<uint64_t> sum_micros;
+};
+
 // One per worker slot; page and asset counters on their own cache lines
 // because every acquisition in every worker sums them.
 struct alignas(64) SlotRecord {
@@ -277,6 +286,7 @@ struct alignas(64) SlotRecord {
   std::atomic<uint32_t> generation;
   std::atomic<uint32_t> waiting_mask;  // bit per Resource
   std::atomic<uint32_t> wake_pending;  // the eventfd was written and not read yet
+  alignas(64) HistogramCells histograms[kHistogramCount];  // histograms.h: only this slot's worker
 };
 
 // ------------------------------------------------------------------ the view
@@ -296,6 +306,7 @@ class Layout {
   SlotRecord* slots = nullptr;
   TicketEntry* entries = nullptr;
   std::atomic<uint32_t>* cookie_sent = nullptr;  // per ring entry, ms (32-bit)
+  std::atomic<uint32_t>* issued_at = nullptr;    // per ring entry, ms (32-bit): when the ticket was issued
   CountedBits waiting;                           // bit i: entry i is Waiting
   CountedBits returned;                          // bit i: entry i is Returned
   CountedBits missed;                            // bit i: entry i is Missed

@@ -43,7 +43,7 @@ bool validGeometry(const Geometry& g) {
 }
 
 struct Offsets {
-  size_t slots, entries, cookie_sent, waiting, returned, missed, out, pass_state, pass_id, pass_last_used, pass_cells,
+  size_t slots, entries, cookie_sent, issued_at, waiting, returned, missed, out, pass_state, pass_id, pass_last_used, pass_cells,
       pass_locks, revocations, clients, client_tags, total;
 };
 
@@ -58,6 +58,7 @@ Offsets carve(const Geometry& g) {
   o.slots = take(sizeof(SlotRecord) * g.worker_slots);
   o.entries = take(sizeof(TicketEntry) * g.ring_size);
   o.cookie_sent = take(sizeof(uint32_t) * g.ring_size);
+  o.issued_at = take(sizeof(uint32_t) * g.ring_size);
   o.waiting = take(CountedBits::bytesFor(g.ring_size));
   o.returned = take(CountedBits::bytesFor(g.ring_size));
   o.missed = take(CountedBits::bytesFor(g.ring_size));
@@ -125,6 +126,7 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       line_rate_(mapping_->layout, slots_),
       tickets_(mapping_->layout, slots_, pages_, sessions_, clients_, line_rate_),
       passes_(mapping_->layout, slots_),
+      histograms_(mapping_->layout, slots_),
       revocations_(mapping_->layout, slots_),
       stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, clients_, slots_) {}
 
@@ -151,6 +153,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.slots = reinterpret_cast<SlotRecord*>(base + off.slots);
   l.entries = reinterpret_cast<TicketEntry*>(base + off.entries);
   l.cookie_sent = reinterpret_cast<std::atomic<uint32_t>*>(base + off.cookie_sent);
+  l.issued_at = reinterpret_cast<std::atomic<uint32_t>*>(base + off.issued_at);
   l.waiting.attach(base + off.waiting, geometry.ring_size);
   l.returned.attach(base + off.returned, geometry.ring_size);
   l.missed.attach(base + off.missed, geometry.ring_size);

@@ -14,6 +14,7 @@
 //   passes()   per-pass asset holds                         pass_table.h
 //   revocations()  passes whose session the origin ended     revocations.h
 //   clients()  per-client live tickets, strikes and bans   clients.h
+//   histograms()  queue wait and origin response times     histograms.h
 //   slots()    worker slots, heartbeats and wake-ups        worker_slots.h
 //   stats()    counters, generation, the stats snapshot     stats.h
 // The value types they take and return are in types.h; what every handle
@@ -40,6 +41,7 @@
 #include <memory>
 
 #include "shm/clients.h"
+#include "shm/histograms.h"
 #include "shm/line_rate.h"
 #include "shm/pass_table.h"
 #include "shm/revocations.h"
@@ -89,6 +91,8 @@ class Segment {
   const Revocations& revocations() const { return revocations_; }
   Clients& clients() { return clients_; }
   const Clients& clients() const { return clients_; }
+  Histograms& histograms() { return histograms_; }
+  const Histograms& histograms() const { return histograms_; }
   WorkerSlots& slots() { return slots_; }
   const WorkerSlots& slots() const { return slots_; }
   Stats& stats() { return stats_; }
@@ -122,6 +126,7 @@ class Segment {
   LineRate line_rate_;  // before tickets_, which counts admissions on it
   TicketRing tickets_;
   PassTable passes_;
+  Histograms histograms_;
   Revocations revocations_;
   Stats stats_;
 };

@@ -187,6 +187,7 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now, const C
   e.ready_since.store(0, std::memory_order_relaxed);
   e.seen.store(0, std::memory_order_relaxed);
   layout.cookie_sent[layout.index(ticket)].store(low32(now), std::memory_order_relaxed);
+  layout.issued_at[layout.index(ticket)].store(low32(now), std::memory_order_relaxed);
   uint64_t reserved = packEntry(ticket, EntryState::Reserved, slot);
   const uint64_t waiting = packEntry(ticket, EntryState::Waiting, slot);
   casEntry(layout, ticket, reserved, waiting);
@@ -268,7 +269,7 @@ TicketView TicketRing::poll(const TicketCookie& cookie, Millis now, Millis ttl) 
   return view;
 }
 
-bool TicketRing::claim(const TicketCookie& cookie) {
+bool TicketRing::claim(const TicketCookie& cookie, Claimed* claimed) {
   Layout& layout = *layout_;
   uint64_t word = findLive(layout, cookie);
   if (word == 0 || !inLine(entryState(word))) return false;
@@ -281,7 +282,15 @@ bool TicketRing::claim(const TicketCookie& cookie) {
   clients_->leave(layout.index(cookie.ticket), cookie.ticket);
   // Everyone behind a Waiting ticket moved one place; a Returned one went
   // in ahead of the line and moved nobody (line_rate.h).
-  if (entryState(word) == EntryState::Waiting) line_rate_->admitted();
+  const bool from_line = entryState(word) == EntryState::Waiting;
+  if (from_line) line_rate_->admitted();
+  const bool inversion = from_line && waitingAhead(layout, cookie.ticket) >= pages_->cap();
+  if (inversion) layout.counter(Counter::FifoInversionsTotal).fetch_add(1, std::memory_order_relaxed);
+  if (claimed) {
+    claimed->from_line = from_line;
+    claimed->waited = std::max<Millis>(0, elapsed32(monotonicMs(), layout.issued_at[layout.index(cookie.ticket)].load(std::memory_order_relaxed)));
+    claimed->inversion = inversion;
+  }
   advanceLowWater(layout);
   return true;
 }

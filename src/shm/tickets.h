@@ -153,7 +153,17 @@ class TicketRing final : public Handle {
   // ticket's turn (counting that slot as free), the ticket leaves the line
   // (Finished) and true is returned; otherwise the caller gives the slot back.
   // A Waiting ticket's claim is an admission from the line (line_rate.h).
-  bool claim(const TicketCookie& cookie);
+  // `claimed` (optional) learns how long the ticket waited and where it
+  // came from.
+  //
+  // FIFO inversions: tickets whose turn came together (fewer older waiting
+  // tickets than the cap) take their slots in the order their holders come
+  // back; that is concurrency, not unfairness. A Waiting ticket claimed while
+  // a whole room's worth (the cap) or more of older tickets still wait in
+  // line jumped people whose turn had not come: fifo_inversions_total counts
+  // it. The check recounts after the claim, independently of the readiness
+  // test before it, so a bug or race there shows up here.
+  bool claim(const TicketCookie& cookie, Claimed* claimed = nullptr);
 
   // A ticket that will never be admitted (a held request whose client left
   // before its cookie went out). Counted in timeouts_total when `timeout`.

@@ -54,6 +54,13 @@ struct ClientTicketing {
   int32_t max_per_client = 0;  // live tickets at most; 0: unlimited (the ticket is still counted)
 };
 
+// What a successful claim took out of the line (TicketRing::claim).
+struct Claimed {
+  bool from_line = false;  // a Waiting ticket; false: a Returned one (it had missed its turn)
+  Millis waited = 0;       // since the ticket was issued
+  bool inversion = false;  // admitted past a room's worth of older waiting tickets (fifo_inversions_total)
+};
+
 struct Issued {
   IssueOutcome outcome = IssueOutcome::Breaker;
   TicketCookie cookie;   // valid for Queued
