@@ -66,7 +66,6 @@ bool carriesForgedPass(const AdmissionContext& context, const http::Request& req
 std::optional<shm::ClientTicketing> ticketing(const AdmissionContext& context, const http::Request& request) {
   const config::Config& config = *context.config;
   if (!request.client_keyed || request.abuse_exempt) return std::nullopt;
-  if (config.max_tickets_per_client == 0 && config.abuse_threshold == 0) return std::nullopt;
   shm::ClientTicketing t;
   std::memcpy(t.key, request.client_key.data(), sizeof t.key);
   t.max_per_client = config.max_tickets_per_client;

@@ -50,8 +50,9 @@ http::LocalResponse banResponse();
 bool carriesForgedPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now);
 
 // What TicketRing::issue needs to charge a new ticket to its client; nullopt
-// when the client's tickets are not counted (no limit and no bans, an
-// exempt client, no address).
+// when the client's tickets are not counted (an exempt client, no address).
+// Counted even with no limit and no bans: the operator's views of the line
+// (/_room/queue, the report's tickets per client) name the client.
 std::optional<shm::ClientTicketing> ticketing(const AdmissionContext& context, const http::Request& request);
 
 // "You hold enough places in line": 429 + Retry-After, no ticket.

@@ -117,4 +117,11 @@ http::LocalResponse handleStats(const AdmissionContext& context, const http::Req
 http::LocalResponse handleCap(const AdmissionContext& context, const http::Request& request,
                               const std::string& body);
 
+// GET /_room/queue?limit=N (default 50, at most 1000): the head of the line,
+// oldest first, `[{"ticket", "age_seconds", "client", "last_seen_seconds",
+// "returned"}]`; DELETE /_room/queue/<ticket>: that ticket leaves the line
+// (404 when it holds no place). Both admin (adminRefusal). line_admin.cpp.
+http::LocalResponse handleQueueList(const AdmissionContext& context, const http::Request& request, Millis now);
+http::LocalResponse handleQueueRemove(const AdmissionContext& context, const http::Request& request);
+
 }  // namespace concert::admission

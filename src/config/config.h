@@ -44,6 +44,7 @@ inline constexpr const char kDefaultCrawlerAgents[] =
 struct Config {
   // -- network and process model
   std::string listen = ":8080";  // restart-only
+  std::string admin_listen;      // restart-only; "" = the admin endpoints on the public listener
   int workers = 0;               // resolved: 1..64 ("auto" = CPUs)
   bool daemon = false;
   std::string pid_file;

@@ -27,6 +27,10 @@ std::string checkListen(std::string_view value) {
   return "must look like [host]:port, e.g. :8080, 127.0.0.1:8080 or [::1]:8080";
 }
 
+std::string checkAdminListen(std::string_view value) {
+  return value.empty() ? std::string() : checkListen(value);
+}
+
 // Cookie attribute values are written into Set-Cookie verbatim; a ';' or a
 // space would let the setting inject attributes.
 std::string checkCookieAttribute(std::string_view value) {
@@ -97,6 +101,10 @@ const Setting kSettings[] = {
     // -- network and processes
     {"listen", "CONCERT_LISTEN", VT::String, ":8080", 0, 0, false, R::Restart, kNet,
      "address to listen on, [host]:port", &Config::listen, checkListen},
+    {"admin-listen", "CONCERT_ADMIN_LISTEN", VT::String, "", 0, 0, false, R::Restart, kNet,
+     "serve the /_room/ endpoints (but healthz) on this address only, without the admin token; empty = on the "
+     "public listener, admin endpoints behind CONCERT_ADMIN_TOKEN",
+     &Config::admin_listen, checkAdminListen},
     {"workers", "CONCERT_WORKERS", VT::Workers, "auto", 1, 64, false, R::RestartToGrow, kNet,
      "worker processes; auto = one per CPU", &Config::workers, nullptr},
     {"daemon", "CONCERT_DAEMON", VT::Bool, "false", 0, 0, false, R::Restart, kNet,
@@ -276,7 +284,7 @@ const Setting kSettings[] = {
 const Secret kSecrets[] = {
     {"CONCERT_ADMIT_SECRET", "random",
      "key for the concert_admit pass, at least 32 bytes (unset: random, passes reset on restart)"},
-    {"CONCERT_ADMIN_TOKEN", "", "bearer token for POST /_room/cap (unset: the endpoint answers 404)"},
+    {"CONCERT_ADMIN_TOKEN", "", "bearer token for the admin endpoints: /_room/cap, queue, mode, report, the dashboard (unset: they answer 404)"},
 };
 
 std::string numberText(int64_t value, ValueType type) {

@@ -2,6 +2,7 @@
 #include "http/client_address.h"
 
 #include <arpa/inet.h>
+#include <cstring>
 #include <netinet/in.h>
 
 namespace concert::http {
@@ -225,6 +226,18 @@ std::array<uint8_t, 16> clientKey(const config::IpAddress& address) {
     std::copy(address.bytes.begin(), address.bytes.begin() + 4, key.begin() + 12);
   }
   return key;
+}
+
+std::string clientKeyText(const uint8_t key[16]) {
+  char buf[INET6_ADDRSTRLEN] = "";
+  in6_addr a6{};
+  std::memcpy(a6.s6_addr, key, 16);
+  if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+    inet_ntop(AF_INET, &a6.s6_addr[12], buf, sizeof buf);
+    return buf;
+  }
+  inet_ntop(AF_INET6, &a6, buf, sizeof buf);
+  return std::string(buf) + "/64";
 }
 
 std::string socketAddressText(const sockaddr* address) {

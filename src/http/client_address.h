@@ -71,6 +71,10 @@ ClientIdentity identifyClient(const Request& request, const config::CidrList& tr
 // a whole /64 and can pick any address in it.
 std::array<uint8_t, 16> clientKey(const config::IpAddress& address);
 
+// A client key as text, for operators: the IPv4 address, or the IPv6
+// network as "2001:db8:1:2::/64".
+std::string clientKeyText(const uint8_t key[16]);
+
 // A socket address as text: dotted quad (also for an IPv4-mapped IPv6
 // address) or RFC 5952 IPv6; "" for other families.
 std::string socketAddressText(const sockaddr* address);

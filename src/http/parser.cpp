@@ -115,6 +115,7 @@ void MessageParser::reset() {
     // Keep the strings' capacity: a kept-alive connection parses many heads.
     std::string peer = std::move(request_.peer_ip);
     bool tls = request_.tls;
+    bool admin_listener = request_.admin_listener;
     request_.method.clear();
     request_.target.clear();
     request_.path.clear();
@@ -135,6 +136,7 @@ void MessageParser::reset() {
     request_.abuse_exempt = false;
     request_.peer_ip = std::move(peer);
     request_.tls = tls;
+    request_.admin_listener = admin_listener;
   } else {
     recycleHeaders(response_.headers);
     Headers headers = std::move(response_.headers);

@@ -15,6 +15,13 @@ constexpr std::string_view kQueueEvents = "/queue/events";
 constexpr std::string_view kHealthz = "/_room/healthz";
 constexpr std::string_view kStats = "/_room/stats";
 constexpr std::string_view kCap = "/_room/cap";
+constexpr std::string_view kQueue = "/_room/queue";
+constexpr std::string_view kQueueItem = "/_room/queue/";  // + a ticket reference
+constexpr std::string_view kRoomPrefix = "/_room/";
+
+bool startsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 bool matchesAny(const config::PathList& rules, std::string_view path) {
   for (const config::PathRule& rule : rules)
@@ -29,11 +36,19 @@ std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kQueueEvents) return "GET";
   if (decoded_path == kHealthz || decoded_path == kStats) return "GET, HEAD";
   if (decoded_path == kCap) return "POST";
+  if (decoded_path == kQueue) return "GET, HEAD";
+  if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size()) return "DELETE";
   return {};
 }
 
 Route route(const config::Config& config, std::string_view method, std::string_view decoded_path,
-            bool bypass_client) {
+            bool bypass_client, bool admin_listener) {
+  // -admin-listen: the admin listener serves /_room/ and nothing else; the
+  // public one everything but /_room/ (healthz stays, for load balancers).
+  const bool room_path = startsWith(decoded_path, kRoomPrefix);
+  if (admin_listener && !room_path) return Route::NotFound;
+  if (!admin_listener && room_path && !config.admin_listen.empty() && decoded_path != kHealthz)
+    return Route::NotFound;
   if (decoded_path == kQueueStatus) {
     if (method == "GET" || method == "HEAD" || method == "OPTIONS") return Route::QueueStatus;
     return Route::MethodNotAllowed;
@@ -43,6 +58,10 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (decoded_path == kHealthz) return (method == "GET" || method == "HEAD") ? Route::Healthz : Route::MethodNotAllowed;
   if (decoded_path == kStats) return (method == "GET" || method == "HEAD") ? Route::Stats : Route::MethodNotAllowed;
   if (decoded_path == kCap) return method == "POST" ? Route::Cap : Route::MethodNotAllowed;
+  if (decoded_path == kQueue) return (method == "GET" || method == "HEAD") ? Route::QueueList : Route::MethodNotAllowed;
+  if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size())
+    return method == "DELETE" ? Route::QueueRemove : Route::MethodNotAllowed;
+  if (admin_listener) return Route::NotFound;
   if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;
   if (matchesAny(config.asset_public, decoded_path)) return Route::PublicAsset;

@@ -1,6 +1,8 @@
 // Routing of a parsed request head, in this order:
+//   with -admin-listen, /_room/ paths but healthz on the public listener, and
+//   anything but /_room/ on the admin one -> 404
 //   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
-//   /_room/cap)
+//   /_room/cap, /_room/queue, /_room/queue/<ticket>)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   a client in -bypass-cidrs, or -bypass -> proxy, no guard;  -assets -> private asset guard;
 //   -asset-public -> public asset guard;  -long-lived -> page admission, then
@@ -23,6 +25,9 @@ enum class Route {
   Healthz,           // GET /_room/healthz
   Stats,             // GET /_room/stats
   Cap,               // POST /_room/cap
+  QueueList,         // GET /_room/queue?limit=N (admin)
+  QueueRemove,       // DELETE /_room/queue/<ticket> (admin)
+  NotFound,          // /_room/ on the public listener with -admin-listen, anything else on the admin one
   MethodNotAllowed,  // a reserved path with another method (405 + Allow)
   Bypass,
   PrivateAsset,
@@ -33,8 +38,9 @@ enum class Route {
 
 // `bypass_client`: the client address (after -trusted-proxies) is in
 // -bypass-cidrs; every path but the reserved ones is then Bypass.
+// `admin_listener`: the request came on -admin-listen.
 Route route(const config::Config& config, std::string_view method, std::string_view decoded_path,
-            bool bypass_client = false);
+            bool bypass_client = false, bool admin_listener = false);
 
 // The Allow header value for a reserved path ("GET, HEAD" ...), "" otherwise.
 std::string_view allowedMethods(std::string_view decoded_path);

@@ -170,6 +170,7 @@ class Master {
   pid_t master_pid_ = 0;
 
   std::vector<BoundListener> listeners_;
+  std::vector<BoundListener> admin_listeners_;  // -admin-listen
   std::unique_ptr<shm::Segment> segment_;
   std::vector<WorkerProc> procs_;
   uint32_t generation_ = 1;
@@ -193,6 +194,7 @@ int Master::run() {
     reportDaemonReady(daemon_ready_fd_, false, startup_error_);
     pid_file_.remove();
     closeListeners(&listeners_);
+    closeListeners(&admin_listeners_);
     return 1;
   }
   reportDaemonReady(daemon_ready_fd_, true, "");
@@ -241,6 +243,14 @@ bool Master::startUp() {
     return false;
   }
   listeners_ = std::move(bound.listeners);
+  if (!config_->admin_listen.empty()) {
+    ListenResult admin = bindListeners(config_->admin_listen);
+    if (!admin.ok()) {
+      startupError("-admin-listen: " + admin.error);
+      return false;
+    }
+    admin_listeners_ = std::move(admin.listeners);
+  }
 
   // Detach only now: every error so far reached the terminal.
   if (config_->daemon && !daemonize(&daemon_ready_fd_, &error)) {
@@ -279,6 +289,7 @@ bool Master::startUp() {
            config::goDurationString(c.token_ttl).c_str(), hold.c_str(), c.asset_cap,
            c.asset_cap_derived ? " (derived)" : "", c.asset_user_cap_h1, c.asset_user_cap_h2);
   for (const BoundListener& l : listeners_) LOG_INFO("listening on %s", l.display.c_str());
+  for (const BoundListener& l : admin_listeners_) LOG_INFO("admin endpoints on %s", l.display.c_str());
   LOG_INFO("shared memory: %zu bytes, %u worker slots, ring %u, pass table %u, revocations %u", segment_->bytes(),
            geometry.worker_slots, geometry.ring_size, geometry.pass_table_size, geometry.revocation_table_size);
 
@@ -310,6 +321,7 @@ void Master::shutDown() {
   LOG_INFO("stopped");
   pid_file_.remove();
   closeListeners(&listeners_);
+  closeListeners(&admin_listeners_);
 }
 
 // ------------------------------------------------------------------ loop
@@ -476,6 +488,7 @@ worker::WorkerContext Master::workerContext(shm::WorkerSlot slot) const {
   context.generation = generation_;
   context.master_pid = static_cast<int>(master_pid_);
   for (const BoundListener& l : listeners_) context.listen_fds.push_back(l.fd);
+  for (const BoundListener& l : admin_listeners_) context.admin_listen_fds.push_back(l.fd);
   // The daemon's starter waits for the master only.
   if (daemon_ready_fd_ >= 0) context.close_fds.push_back(daemon_ready_fd_);
   context.drop_privileges = [run_as = run_as_](std::string* error) { return dropPrivileges(run_as, error); };

@@ -46,7 +46,8 @@
   X(AbuseBansTotal, abuse_bans_total)                        \
   X(ClientTableFullTotal, client_table_full_total)           \
   X(ProxyProtocolRejectedTotal, proxy_protocol_rejected_total) \
-  X(FifoInversionsTotal, fifo_inversions_total)
+  X(FifoInversionsTotal, fifo_inversions_total)                \
+  X(EvictedRemovedTotal, evicted_removed_total)
 
 namespace concert::shm {
 

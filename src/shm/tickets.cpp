@@ -3,6 +3,7 @@
 #include "shm/tickets.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "shm/clients.h"
 #include "shm/layout.h"
@@ -309,6 +310,49 @@ void TicketRing::retire(uint64_t ticket, bool timeout) {
   if (timeout) layout.counter(Counter::TimeoutsTotal).fetch_add(1, std::memory_order_relaxed);
   advanceLowWater(layout);
   slots_->wake(Resource::PageSlot);
+}
+
+bool TicketRing::remove(uint64_t ticket) {
+  Layout& layout = *layout_;
+  if (ticket == 0 || ticket > kMaxTicket) return false;
+  uint64_t word = layout.entry(ticket).state.load(std::memory_order_seq_cst);
+  for (;;) {
+    if (entryTicket(word) != ticket) return false;
+    const EntryState state = entryState(word);
+    if (!inLine(state) && state != EntryState::Missed) return false;
+    if (casEntry(layout, ticket, word, packEntry(ticket, EntryState::Finished, entryOwner(word)))) break;
+  }
+  clients_->leave(layout.index(ticket), ticket);
+  layout.counter(Counter::EvictedRemovedTotal).fetch_add(1, std::memory_order_relaxed);
+  advanceLowWater(layout);
+  slots_->wake(Resource::PageSlot);
+  return true;
+}
+
+std::vector<LineEntry> TicketRing::head(size_t limit, Millis now) const {
+  const Layout& layout = *layout_;
+  std::vector<LineEntry> out;
+  const uint64_t next = layout.header->next_ticket.load(std::memory_order_seq_cst);
+  for (uint64_t t = layout.header->low_water.load(std::memory_order_seq_cst); t < next && out.size() < limit; ++t) {
+    const TicketEntry& e = layout.entry(t);
+    const uint64_t word = e.state.load(std::memory_order_seq_cst);
+    const EntryState state = entryState(word);
+    if (entryTicket(word) != t || (state != EntryState::Waiting && state != EntryState::Returned)) continue;
+    LineEntry line;
+    line.ticket = t;
+    line.returned = state == EntryState::Returned;
+    line.age = std::max<Millis>(0, elapsed32(now, layout.issued_at[layout.index(t)].load(std::memory_order_relaxed)));
+    line.unseen = std::max<Millis>(0, elapsed32(now, e.last_seen.load(std::memory_order_relaxed)));
+    const uint32_t tag = layout.client_tags[layout.index(t)].load(std::memory_order_relaxed);
+    if (tagNames(tag, t, layout.ring_bits) && tagClient(tag) < layout.geometry.client_table_size) {
+      const ClientEntry& client = layout.clients[tagClient(tag)];
+      const uint64_t key[2] = {client.key[0].load(std::memory_order_relaxed), client.key[1].load(std::memory_order_relaxed)};
+      std::memcpy(line.client, key, sizeof line.client);
+      line.has_client = true;
+    }
+    out.push_back(line);
+  }
+  return out;
 }
 
 int64_t TicketRing::queueDepth() const {

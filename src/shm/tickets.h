@@ -108,6 +108,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "shm/handle.h"
 #include "shm/types.h"
@@ -169,6 +170,19 @@ class TicketRing final : public Handle {
   // before its cookie went out). Counted in timeouts_total when `timeout`.
   // Wakes PageSlot waiters: tickets behind it may have become ready.
   void retire(uint64_t ticket, bool timeout);
+
+  // An operator removes a ticket (DELETE /_room/queue/<ticket>): a Waiting,
+  // Returned or Missed ticket leaves the line (Finished), its client's
+  // count drops, evicted_removed_total counts it and PageSlot waiters are
+  // woken. Its holder's next poll finds no place and arrives anew. False
+  // when no such ticket holds a place.
+  bool remove(uint64_t ticket);
+
+  // The head of the line, oldest first: up to `limit` Returned and Waiting
+  // tickets in ticket order (a Returned ticket goes first when a slot
+  // frees, but is listed at its number). A read-only walk from low_water;
+  // a ticket changing state meanwhile is listed as it was when read.
+  std::vector<LineEntry> head(size_t limit, Millis now) const;
 
   // Everyone holding a place: waiting, returned and missed tickets.
   int64_t queueDepth() const;

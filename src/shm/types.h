@@ -54,6 +54,17 @@ struct ClientTicketing {
   int32_t max_per_client = 0;  // live tickets at most; 0: unlimited (the ticket is still counted)
 };
 
+// One ticket at the head of the line, as GET /_room/queue lists it
+// (TicketRing::head).
+struct LineEntry {
+  uint64_t ticket = 0;
+  bool returned = false;  // missed its turn and came back: ahead of the line
+  Millis age = 0;         // since issued
+  Millis unseen = 0;      // since its holder was last seen
+  bool has_client = false;
+  uint8_t client[16] = {};  // the client key (clients.h) its place is counted against
+};
+
 // What a successful claim took out of the line (TicketRing::claim).
 struct Claimed {
   bool from_line = false;  // a Waiting ticket; false: a Returned one (it had missed its turn)

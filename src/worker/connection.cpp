@@ -31,7 +31,7 @@ constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 // Anything thrown while handling one connection closes that connection.
 #define CONCERT_CALLBACK_GUARD(conn, body) guarded([&] { body; }, [conn](const char* what) { (conn)->fail(what); });
 
-ClientConnection::ClientConnection(ConnectionHost& host, evutil_socket_t fd, std::string peer_ip)
+ClientConnection::ClientConnection(ConnectionHost& host, evutil_socket_t fd, std::string peer_ip, bool admin_listener)
     : host_(host),
       fd_(fd),
       client_(host.base()),
@@ -39,7 +39,8 @@ ClientConnection::ClientConnection(ConnectionHost& host, evutil_socket_t fd, std
       request_(parser_.request()),
       exchange_(host.base(), host.upstreams(), host.config(), *this) {
   request_.peer_ip = std::move(peer_ip);
-  awaiting_proxy_header_ = host.config().proxy_protocol;
+  request_.admin_listener = admin_listener;
+  awaiting_proxy_header_ = host.config().proxy_protocol && !admin_listener;
 }
 
 ClientConnection::~ClientConnection() {
@@ -353,7 +354,7 @@ void ClientConnection::dispatch() {
 
   const config::Config& config = host_.config();
   const bool bypass_client = identifyClient();
-  route_ = http::route(config, request_.method, request_.path, bypass_client);
+  route_ = http::route(config, request_.method, request_.path, bypass_client, request_.admin_listener);
   log_request_ = !(route_ == http::Route::PrivateAsset || route_ == http::Route::PublicAsset || route_ == http::Route::QueueStatus ||
                    route_ == http::Route::QueueEvents || route_ == http::Route::Healthz);
   const admission::AdmissionContext& ctx = host_.admission();
@@ -392,6 +393,9 @@ void ClientConnection::dispatch() {
       if (request_.expect_continue) client_.write(kContinue, sizeof kContinue - 1);
       pumpBody();
       return;
+    case http::Route::QueueList: respondLocal(admission::handleQueueList(ctx, request_, monotonicMs()), false); return;
+    case http::Route::QueueRemove: respondLocal(admission::handleQueueRemove(ctx, request_), false); return;
+    case http::Route::NotFound: respondLocal(http::plainText(404, "not found\n"), false); return;
     case http::Route::MethodNotAllowed: {
       http::LocalResponse r = http::plainText(405, "method not allowed\n");
       r.headers.push_back({"Allow", std::string(http::allowedMethods(request_.path))});

@@ -64,7 +64,9 @@ constexpr size_t kMaxStreamBacklog = 64 * 1024;  // an event stream's client tha
 
 class ClientConnection final : private OriginExchange::Client {
  public:
-  ClientConnection(ConnectionHost& host, evutil_socket_t fd, std::string peer_ip);
+  // `admin_listener`: accepted on -admin-listen (no PROXY header there; the
+  // admin endpoints need no token).
+  ClientConnection(ConnectionHost& host, evutil_socket_t fd, std::string peer_ip, bool admin_listener = false);
   ~ClientConnection();
   ClientConnection(const ClientConnection&) = delete;
   ClientConnection& operator=(const ClientConnection&) = delete;

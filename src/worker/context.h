@@ -19,7 +19,8 @@ struct WorkerContext {
   shm::WorkerSlot slot = shm::kNoSlot;
   uint32_t generation = 1;
   int master_pid = 0;
-  std::vector<int> listen_fds;  // bound and listening, owned by the master
+  std::vector<int> listen_fds;        // bound and listening, owned by the master
+  std::vector<int> admin_listen_fds;  // -admin-listen's, likewise
   std::vector<int> close_fds;   // the master's, closed at once by the worker
   // Switches to -user; false with `error` when that failed (the worker then
   // exits instead of serving with the master's credentials).

@@ -82,6 +82,16 @@ bool Worker::setUp() {
     evconnlistener_set_error_cb(l, &Worker::onAcceptError);
     listeners_.push_back(l);
   }
+  for (int fd : context_.admin_listen_fds) {
+    evutil_make_socket_nonblocking(fd);
+    evconnlistener* l = evconnlistener_new(base_, &Worker::onAdminAccept, this, 0, 0, fd);
+    if (!l) {
+      LOG_ERROR("worker: cannot listen on fd %d", fd);
+      return false;
+    }
+    evconnlistener_set_error_cb(l, &Worker::onAcceptError);
+    listeners_.push_back(l);
+  }
 
   for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1}) {
     event* e = evsignal_new(base_, sig, &Worker::onSignal, this);
@@ -160,7 +170,15 @@ void Worker::busyPollLoop() {
 // ------------------------------------------------------------ accept
 
 void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, void* arg) {
-  auto* w = static_cast<Worker*>(arg);
+  static_cast<Worker*>(arg)->accept(fd, addr, false);
+}
+
+void Worker::onAdminAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, void* arg) {
+  static_cast<Worker*>(arg)->accept(fd, addr, true);
+}
+
+void Worker::accept(evutil_socket_t fd, sockaddr* addr, bool admin_listener) {
+  Worker* w = this;
   try {
     if (w->draining_) {
       evutil_closesocket(fd);
@@ -174,7 +192,7 @@ void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, 
       return;
     }
     std::string peer = http::socketAddressText(addr);
-    if (w->config().proxy_protocol && !w->trustedPeer(peer)) {
+    if (!admin_listener && w->config().proxy_protocol && !w->trustedPeer(peer)) {
       // A -proxy-protocol listener speaks only to the balancers in front of it.
       LOG_DEBUG("connection from %s: not a trusted proxy on a PROXY protocol listener, closing", peer.c_str());
       evutil_closesocket(fd);
@@ -184,7 +202,7 @@ void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, 
     int one = 1;  // responses are written whole; small ones must not wait for Nagle
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     enableKeepAlive(fd);
-    auto* c = new ClientConnection(*w, fd, std::move(peer));
+    auto* c = new ClientConnection(*w, fd, std::move(peer), admin_listener);
     if (!c->start()) {
       delete c;
       return;

@@ -78,6 +78,8 @@ class Worker final : public ConnectionHost {
 
  private:
   static void onAccept(evconnlistener* listener, evutil_socket_t fd, sockaddr* addr, int len, void* arg);
+  static void onAdminAccept(evconnlistener* listener, evutil_socket_t fd, sockaddr* addr, int len, void* arg);
+  void accept(evutil_socket_t fd, sockaddr* addr, bool admin_listener);
   static void onAcceptError(evconnlistener* listener, void* arg);
   static void onAcceptResume(evutil_socket_t, short, void* arg);
   static void onFullSweep(evutil_socket_t, short, void* arg);

@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.environ.get("CONCERT_BIN", os.path.join(ROOT, "build", "concert"))
 TEST_SECRET = "concert-test-secret-0123456789abcdef"
 LISTEN_RE = re.compile(r"listening on ([0-9.]+|\[[0-9a-f:]+\]):(\d+)")
+ADMIN_LISTEN_RE = re.compile(r"admin endpoints on ([0-9.]+|\[[0-9a-f:]+\]):(\d+)")
 
 
 class Concert:
@@ -52,6 +53,7 @@ class Concert:
         self.access_path = os.path.join(self.tmp, "access.log")
         self.proc = None
         self.port = None
+        self.admin_port = None  # with -admin-listen: where /_room/ is served
         self._wait = wait
 
     # -- lifecycle
@@ -72,8 +74,10 @@ class Concert:
         deadline = time.time() + timeout
         while time.time() < deadline:
             m = LISTEN_RE.search(self.log())
-            if m:
+            admin = ADMIN_LISTEN_RE.search(self.log())
+            if m and (admin or "-admin-listen" not in self.args):
                 self.port = int(m.group(2))
+                self.admin_port = int(admin.group(2)) if admin else None
                 return
             if self.proc.poll() is not None:
                 raise RuntimeError("concert exited with %s:\n%s" % (self.proc.returncode, self.log()))
@@ -165,8 +169,20 @@ class Concert:
     def get(self, path, headers=None, timeout=10):
         return self.request("GET", path, headers, None, timeout)
 
+    def admin(self, method, path, headers=None, body=None, timeout=10):
+        """A request to the admin listener (-admin-listen), else to the public one."""
+        if self.admin_port is None:
+            return self.request(method, path, headers, body, timeout)
+        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.getheaders(), r.read()
+        finally:
+            c.close()
+
     def stats(self):
-        status, _, body = self.get("/_room/stats", timeout=5)
+        status, _, body = self.admin("GET", "/_room/stats", timeout=5)
         if status != 200:
             raise OSError("stats answered %d" % status)
         return json.loads(body)

@@ -49,6 +49,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "cap",
                                        "client_table_full_total",
                                        "connections_refused_total",
+                                       "evicted_removed_total",
                                        "evicted_total",
                                        "fifo_inversions_total",
                                        "generation",
@@ -105,7 +106,7 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
         "\"asset_served_total\":104,\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,"
         "\"asset_user_throttled_total\":106,\"asset_users\":0,\"banned_clients\":0,\"cap\":1,"
         "\"client_table_full_total\":126,\"connections_refused_total\":115,"
-        "\"evicted_total\":101,\"fifo_inversions_total\":128,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
+        "\"evicted_removed_total\":129,\"evicted_total\":101,\"fifo_inversions_total\":128,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
         "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
         "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,"
         "\"promoted_total\":103,\"proxy_protocol_rejected_total\":127,"

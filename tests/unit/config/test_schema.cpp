@@ -130,6 +130,7 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"abuse-threshold", "CONCERT_ABUSE_THRESHOLD"},
       {"abuse-ban", "CONCERT_ABUSE_BAN"},
       {"abuse-allow", "CONCERT_ABUSE_ALLOW"},
+      {"admin-listen", "CONCERT_ADMIN_LISTEN"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;

@@ -57,6 +57,44 @@ TEST_CASE("a reserved path with another method is 405, with the right Allow") {
   CHECK(allowedMethods("/other") == "");
 }
 
+TEST_CASE("the line's admin paths: /_room/queue lists, /_room/queue/<ticket> deletes") {
+  config::Config c = routedConfig();
+  CHECK(route(c, "GET", "/_room/queue") == Route::QueueList);
+  CHECK(route(c, "HEAD", "/_room/queue") == Route::QueueList);
+  CHECK(route(c, "DELETE", "/_room/queue") == Route::MethodNotAllowed);
+  CHECK(route(c, "DELETE", "/_room/queue/42") == Route::QueueRemove);
+  CHECK(route(c, "GET", "/_room/queue/42") == Route::MethodNotAllowed);
+  CHECK(route(c, "DELETE", "/_room/queue/") == Route::Page);  // no ticket named
+  CHECK(allowedMethods("/_room/queue") == "GET, HEAD");
+  CHECK(allowedMethods("/_room/queue/42") == "DELETE");
+}
+
+TEST_CASE("-admin-listen: /_room/ only there, the public listener keeps healthz and the site") {
+  config::Config c = routedConfig();
+  c.admin_listen = "127.0.0.1:8081";
+  // Public listener.
+  CHECK(route(c, "GET", "/_room/stats") == Route::NotFound);
+  CHECK(route(c, "POST", "/_room/cap") == Route::NotFound);
+  CHECK(route(c, "GET", "/_room/queue") == Route::NotFound);
+  CHECK(route(c, "GET", "/_room/") == Route::NotFound);
+  CHECK(route(c, "GET", "/_room/unknown") == Route::NotFound);
+  CHECK(route(c, "GET", "/_room/healthz") == Route::Healthz);
+  CHECK(route(c, "GET", "/queue/status") == Route::QueueStatus);
+  CHECK(route(c, "GET", "/shop") == Route::Page);
+  CHECK(route(c, "GET", "/_room/stats", true) == Route::NotFound);  // bypass clients too
+  // Admin listener.
+  CHECK(route(c, "GET", "/_room/stats", false, true) == Route::Stats);
+  CHECK(route(c, "POST", "/_room/cap", false, true) == Route::Cap);
+  CHECK(route(c, "GET", "/_room/healthz", false, true) == Route::Healthz);
+  CHECK(route(c, "GET", "/_room/unknown", false, true) == Route::NotFound);
+  CHECK(route(c, "GET", "/shop", false, true) == Route::NotFound);
+  CHECK(route(c, "GET", "/queue/status", false, true) == Route::NotFound);
+  // Without -admin-listen the public listener serves /_room/ as before.
+  c.admin_listen.clear();
+  CHECK(route(c, "GET", "/_room/stats") == Route::Stats);
+  CHECK(route(c, "GET", "/_room/unknown") == Route::Page);
+}
+
 TEST_CASE("reserved paths match exactly: trailing slash and subpaths are pages") {
   config::Config c = routedConfig();
   CHECK(route(c, "GET", "/_room/stats/") == Route::Page);
