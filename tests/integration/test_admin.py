@@ -56,6 +56,15 @@ class AdminListenTest(unittest.TestCase):
             # Nothing of the above reached the origin but the one page.
             self.assertEqual(self.origin.recorder.hits(), 1)
 
+    def test_admin_listener_speaks_plain_http_behind_a_proxy_protocol_listener(self):
+        args = ["-upstream", self.origin.url, "-cap", "1", "-admin-listen", "127.0.0.1:0",
+                "-proxy-protocol", "-trusted-proxies", "127.0.0.1/32"]
+        preface = b"PROXY TCP4 203.0.113.7 127.0.0.1 4000 80\r\n"
+        with Concert(args, workers=1, admin_token=TOKEN, proxy_preface=preface) as c:
+            self.assertEqual(c.admin("GET", "/_room/stats")[0], 200)  # no PROXY header here
+            self.assertEqual(c.get("/page")[0], 200)  # the public listener still wants one
+            self.assertEqual(self.origin.recorder.hits("/page"), 1)
+
     def test_without_admin_listen_the_token_gates_the_line_endpoints(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=1) as c:
             self.assertEqual(c.get("/_room/queue")[0], 404)  # no token configured
