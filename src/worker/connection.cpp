@@ -363,6 +363,7 @@ void ClientConnection::dispatch() {
     if (admission::banned(ctx, request_, started_ms_)) {
       log_request_ = true;
       outcome_ = admission::Outcome::Rejected;
+      ctx.segment->stats().count(shm::Counter::RejectedBannedTotal);
       respondLocal(admission::banResponse(), true);
       return;
     }
