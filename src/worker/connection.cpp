@@ -807,6 +807,29 @@ void ClientConnection::sessionEnded() {
   admission::endSession(host_.admission(), request_, unixSeconds());
 }
 
+// The origin's answers and errors, counted in the segment (shm/counters.h)
+// and, for answers, observed in this worker's UpstreamResponse histogram.
+void ClientConnection::originAnswered(int status, int64_t micros) {
+  shm::Segment* segment = host_.admission().segment;
+  if (!segment) return;
+  static constexpr shm::Counter kByClass[] = {
+      shm::Counter::UpstreamResponses1xxTotal, shm::Counter::UpstreamResponses2xxTotal,
+      shm::Counter::UpstreamResponses3xxTotal, shm::Counter::UpstreamResponses4xxTotal,
+      shm::Counter::UpstreamResponses5xxTotal};
+  segment->stats().count(kByClass[std::clamp(status / 100, 1, 5) - 1]);
+  segment->histograms().observe(shm::Histogram::UpstreamResponse, host_.admission().slot, micros);
+}
+
+void ClientConnection::originFailed(OriginError kind) {
+  shm::Segment* segment = host_.admission().segment;
+  if (!segment) return;
+  switch (kind) {
+    case OriginError::Connect: segment->stats().count(shm::Counter::UpstreamErrorsConnectTotal); return;
+    case OriginError::Timeout: segment->stats().count(shm::Counter::UpstreamErrorsTimeoutTotal); return;
+    case OriginError::Reset: segment->stats().count(shm::Counter::UpstreamErrorsResetTotal); return;
+  }
+}
+
 void ClientConnection::fail(const char* what) {
   LOG_ERROR("connection from %s: %s", request_.peer_ip.c_str(), what);
   close();
