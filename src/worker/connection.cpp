@@ -378,6 +378,8 @@ void ClientConnection::dispatch() {
     case http::Route::QueueEvents: openEvents(started_ms_); return;
     case http::Route::Healthz: respondLocal(admission::handleHealthz(ctx, request_), false); return;
     case http::Route::Stats: respondLocal(admission::handleStats(ctx, request_), false); return;
+    case http::Route::Metrics: respondLocal(admission::handleMetrics(ctx, request_), false); return;
+    case http::Route::Report: respondLocal(admission::handleReport(ctx, request_), false); return;
     case http::Route::Cap:
       if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxCapBody)) {
         failRequest(413);
