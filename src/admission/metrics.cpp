@@ -16,7 +16,6 @@
 //   kGauges     the gauges of /_room/stats, by name;
 //   kHistograms the two histograms, as _bucket{le}, _sum, _count.
 // Label values come only from these tables: the label sets are fixed.
-#include <nlohmann/json.hpp>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -24,6 +23,7 @@
 #include <charconv>
 #include <cstring>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -152,8 +152,10 @@ struct Gauge {
   double (*value)(const GaugeInput&);
 };
 
-#define CONCERT_GAUGE(name, help, expr) \
-  Gauge { Family{name, "gauge", help}, [](const GaugeInput& in) -> double { return static_cast<double>(expr); } }
+#define CONCERT_GAUGE(name, help, expr)                                                                   \
+  Gauge {                                                                                                 \
+    Family{name, "gauge", help}, [](const GaugeInput& in) -> double { return static_cast<double>(expr); } \
+  }
 
 const Gauge kGauges[] = {
     CONCERT_GAUGE("concert_page_slots_in_use", "Page slots taken (requests at the origin).", in.stats.occupancy),
@@ -174,8 +176,7 @@ const Gauge kGauges[] = {
                   in.stats.long_lived_in_use),
     CONCERT_GAUGE("concert_banned_clients", "Clients banned now.", in.stats.banned_clients),
     CONCERT_GAUGE("concert_workers", "Live worker processes.", in.stats.workers),
-    CONCERT_GAUGE("concert_generation", "Configuration generation (1 at start, +1 per reload).",
-                  in.stats.generation),
+    CONCERT_GAUGE("concert_generation", "Configuration generation (1 at start, +1 per reload).", in.stats.generation),
     CONCERT_GAUGE("concert_token_ttl_seconds", "How long an unseen ticket keeps its place (-token-ttl).",
                   in.config.token_ttl / 1000.0),
 };
@@ -249,7 +250,8 @@ std::string renderMetrics(const AdmissionContext& context) {
     if (!first) continue;
     appendHeader(out, family);
     for (const Labelled& l : kLabelled)
-      if (l.family.name == family.name) appendSample(out, family.name, l.label, std::to_string(stats.counter(l.counter)));
+      if (l.family.name == family.name)
+        appendSample(out, family.name, l.label, std::to_string(stats.counter(l.counter)));
   }
 
   // Every other counter under its own key.

@@ -304,9 +304,7 @@ class PageGuard final : public RequestGuard {
   void leaveHold() { waiters_.unpark(shm::Resource::PageSlot); }
 
   // A form never gets the waiting page: its reload would lose what was typed.
-  Admission formRefused(const http::Request& request) {
-    return busy(request, "the form could not wait in line");
-  }
+  Admission formRefused(const http::Request& request) { return busy(request, "the form could not wait in line"); }
 
   bool isCrawler(const http::Request& request) const {
     if (config_.crawler_agent_list.empty()) return false;

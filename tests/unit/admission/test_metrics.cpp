@@ -83,11 +83,12 @@ TEST_CASE("metrics: every family has HELP and TYPE first, its samples together, 
     CHECK(closed.count(family) == 0);
   }
   for (const char* required :
-       {"concert_page_slots_in_use", "concert_page_slots_limit", "concert_queue_waiting", "concert_tickets_issued_total",
-        "concert_admissions_total", "concert_rejected_total", "concert_tickets_evicted_total",
-        "concert_queue_wait_seconds", "concert_upstream_response_seconds", "concert_upstream_responses_total",
-        "concert_upstream_errors_total", "concert_timeouts_total", "concert_fifo_inversions_total",
-        "concert_reloads_total", "concert_worker_restarts_total", "concert_build_info"})
+       {"concert_page_slots_in_use", "concert_page_slots_limit", "concert_queue_waiting",
+        "concert_tickets_issued_total", "concert_admissions_total", "concert_rejected_total",
+        "concert_tickets_evicted_total", "concert_queue_wait_seconds", "concert_upstream_response_seconds",
+        "concert_upstream_responses_total", "concert_upstream_errors_total", "concert_timeouts_total",
+        "concert_fifo_inversions_total", "concert_reloads_total", "concert_worker_restarts_total",
+        "concert_build_info"})
     CHECK_MESSAGE(types.count(required) == 1, required);
   CHECK(types["concert_queue_wait_seconds"] == "histogram");
   CHECK(types["concert_page_slots_in_use"] == "gauge");
@@ -112,7 +113,8 @@ TEST_CASE("metrics: every counter once, under its family and label or its own ke
     value += std::to_string(s.counter(c));
     int seen = 0;
     for (const std::string& l : lines(body))
-      if (l[0] != '#' && l.size() > value.size() && l.compare(l.size() - value.size(), value.size(), value) == 0) ++seen;
+      if (l[0] != '#' && l.size() > value.size() && l.compare(l.size() - value.size(), value.size(), value) == 0)
+        ++seen;
     const bool sum = c == shm::Counter::EvictedTotal || c == shm::Counter::TimeoutsTotal;
     CHECK_MESSAGE(seen == (sum ? 0 : 1), shm::counterKey(c));
   }
@@ -140,14 +142,17 @@ TEST_CASE("metrics: every counter once, under its family and label or its own ke
   CHECK(hasLine(body, line("concert_tickets_evicted_total{reason=\"missed\"}", shm::Counter::MissedTurnsTotal)));
   CHECK(hasLine(body, line("concert_tickets_evicted_total{reason=\"banned\"}", shm::Counter::EvictedBannedTotal)));
   CHECK(hasLine(body, line("concert_tickets_evicted_total{reason=\"removed\"}", shm::Counter::EvictedRemovedTotal)));
-  CHECK(hasLine(body, line("concert_upstream_responses_total{code_class=\"1xx\"}",
-                           shm::Counter::UpstreamResponses1xxTotal)));
-  CHECK(hasLine(body, line("concert_upstream_responses_total{code_class=\"5xx\"}",
-                           shm::Counter::UpstreamResponses5xxTotal)));
-  CHECK(hasLine(body, line("concert_upstream_errors_total{kind=\"connect\"}", shm::Counter::UpstreamErrorsConnectTotal)));
-  CHECK(hasLine(body, line("concert_upstream_errors_total{kind=\"timeout\"}", shm::Counter::UpstreamErrorsTimeoutTotal)));
+  CHECK(hasLine(body,
+                line("concert_upstream_responses_total{code_class=\"1xx\"}", shm::Counter::UpstreamResponses1xxTotal)));
+  CHECK(hasLine(body,
+                line("concert_upstream_responses_total{code_class=\"5xx\"}", shm::Counter::UpstreamResponses5xxTotal)));
+  CHECK(
+      hasLine(body, line("concert_upstream_errors_total{kind=\"connect\"}", shm::Counter::UpstreamErrorsConnectTotal)));
+  CHECK(
+      hasLine(body, line("concert_upstream_errors_total{kind=\"timeout\"}", shm::Counter::UpstreamErrorsTimeoutTotal)));
   CHECK(hasLine(body, line("concert_upstream_errors_total{kind=\"reset\"}", shm::Counter::UpstreamErrorsResetTotal)));
-  CHECK(hasLine(body, line("concert_timeouts_total{phase=\"client_header\"}", shm::Counter::TimeoutsClientHeaderTotal)));
+  CHECK(
+      hasLine(body, line("concert_timeouts_total{phase=\"client_header\"}", shm::Counter::TimeoutsClientHeaderTotal)));
   CHECK(hasLine(body, line("concert_timeouts_total{phase=\"queue_hold\"}", shm::Counter::TimeoutsQueueHoldTotal)));
   CHECK(hasLine(body, line("concert_fifo_inversions_total", shm::Counter::FifoInversionsTotal)));
   CHECK(hasLine(body, line("concert_reloads_total", shm::Counter::ReloadsTotal)));
@@ -172,10 +177,10 @@ TEST_CASE("metrics: every counter once, under its family and label or its own ke
 TEST_CASE("metrics: histograms are cumulative, with sum and count, all slots merged") {
   Room room(test::baseConfig(1));
   auto& h = room.segment->histograms();
-  h.observe(shm::Histogram::QueueWait, 0, 300'000);    // 0.3 s
-  h.observe(shm::Histogram::QueueWait, 1, 2'000'000);  // 2 s, another worker
+  h.observe(shm::Histogram::QueueWait, 0, 300'000);        // 0.3 s
+  h.observe(shm::Histogram::QueueWait, 1, 2'000'000);      // 2 s, another worker
   h.observe(shm::Histogram::QueueWait, 0, 7'200'000'000);  // 2 h: +Inf
-  h.observe(shm::Histogram::UpstreamResponse, 2, 1'500);  // 1.5 ms
+  h.observe(shm::Histogram::UpstreamResponse, 2, 1'500);   // 1.5 ms
   const std::string body = renderMetrics(room.ctx());
   CHECK(hasLine(body, "# TYPE concert_queue_wait_seconds histogram"));
   CHECK(hasLine(body, "concert_queue_wait_seconds_bucket{le=\"0.05\"} 0"));
