@@ -7,7 +7,7 @@ MESON_OPTS ?=
 
 BUILD_PKGS := g++ make meson ninja-build pkg-config python3 libevent-dev libssl-dev \
               libboost-dev libyaml-cpp-dev nlohmann-json3-dev doctest-dev libbenchmark-dev node-llhttp
-TEST_PKGS  := curl chromium mandoc procps
+TEST_PKGS  := curl chromium mandoc procps prometheus
 BENCH_PKGS := wrk haproxy nginx-light apache2-utils linux-perf
 FUZZ_PKGS  := clang libclang-rt-14-dev
 

@@ -1,11 +1,12 @@
 // The room, the asset tier and the ops endpoints as the data path sees them:
 // factories for per-request guards, the local handlers and the waiting page's
 // event stream. Implemented in page_guard.cpp, asset_guard.cpp,
-// queue_status.cpp, queue_events.cpp and ops.cpp; pure logic
+// queue_status.cpp, queue_events.cpp, ops.cpp and metrics.cpp; pure logic
 // over the shared segment, no I/O. Every decision the room makes is in this
 // folder; src/worker/ only moves bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -123,5 +124,22 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
 // (404 when it holds no place). Both admin (adminRefusal). line_admin.cpp.
 http::LocalResponse handleQueueList(const AdmissionContext& context, const http::Request& request, Millis now);
 http::LocalResponse handleQueueRemove(const AdmissionContext& context, const http::Request& request);
+// GET /_room/metrics (open, like stats): every counter, gauge and histogram
+// of the segment in Prometheus text format 0.0.4 (metrics.cpp; the names are
+// listed in concert(8), METRICS). renderMetrics is the body alone.
+inline constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
+std::string renderMetrics(const AdmissionContext& context);
+http::LocalResponse handleMetrics(const AdmissionContext& context, const http::Request& request);
+
+// GET /_room/report (admin, adminRefusal): the fairness report, one JSON
+// object: fifo_inversions (fifo_inversions_total), ghost_share (ghost
+// evictions / tickets issued, 0 before any ticket), tickets_per_client (the
+// kReportClients clients holding the most live tickets: [{"client": IPv4
+// text or IPv6 "/64" prefix, "tickets": N}], most first) and wait_seconds
+// ({"p50", "p90", "p99"} of the queue wait histogram, all workers, 0 when
+// empty). renderReport is the body alone.
+inline constexpr size_t kReportClients = 10;
+std::string renderReport(const AdmissionContext& context);
+http::LocalResponse handleReport(const AdmissionContext& context, const http::Request& request);
 
 }  // namespace concert::admission

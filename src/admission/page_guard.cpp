@@ -62,6 +62,14 @@
 // cookie. Wake-ups cannot be lost: the guard registers as a PageSlot waiter
 // before its first check, and every path that moves the line or frees a slot
 // wakes PageSlot waiters (see shm/tickets.h).
+//
+// Counting (shm/counters.h). Each admission counts once, by how it got its
+// slot: admissions_direct_total (arrive, nobody waiting), _line_total (a
+// claim outside a hold), _held_total (a claim while Held), _session_total
+// (takeSessionSlot). Each rejection here counts once by reason:
+// rejected_full_total (issue() met the breaker or a full ring),
+// _client_limit_total, _banned_total (banned while held; the worker counts
+// the bans it answers before any guard), _busy_total (busy()).
 #include "admission/admission.h"
 #include "admission/abuse.h"
 #include "admission/answers.h"
@@ -94,7 +102,7 @@ class PageGuard final : public RequestGuard {
     if (state_ == State::Held) return holdExpired(request, now).response;
     if (state_ == State::SessionHeld) {
       leaveSessionWait();
-      return respond(busyResponse(config_, request, "no slot freed in time"), Outcome::Rejected).response;
+      return busy(request, "no slot freed in time").response;
     }
     state_ = State::Done;
     outcome_ = Outcome::Rejected;
@@ -154,10 +162,11 @@ class PageGuard final : public RequestGuard {
     if (tickets().liveQueueDepth() == 0 && segment().sessions().waiting() == 0 &&
         segment().pages().tryAcquire(context_.slot)) {
       holding_page_ = true;
+      count(shm::Counter::AdmissionsDirectTotal);
       return admitted(request);
     }
     // No ticket for what will never wait in line.
-    if (crawler_) return respond(busyResponse(config_, request, "crawlers are not queued"), Outcome::Rejected);
+    if (crawler_) return busy(request, "crawlers are not queued");
     if (form_ && !holds()) return formRefused(request);
     shm::Issued issued = issue(request, now);
     switch (issued.outcome) {
@@ -174,12 +183,17 @@ class PageGuard final : public RequestGuard {
   // A ticket at the back of the line, charged to the request's client.
   shm::Issued issue(const http::Request& request, Millis now) {
     std::optional<shm::ClientTicketing> client = ticketing(context_, request);
-    return tickets().issue(context_.slot, config_.max_queue, now, client ? &*client : nullptr);
+    shm::Issued issued = tickets().issue(context_.slot, config_.max_queue, now, client ? &*client : nullptr);
+    // Both callers answer the breaker and a full ring with roomFullResponse.
+    if (issued.outcome == shm::IssueOutcome::Breaker || issued.outcome == shm::IssueOutcome::RingFull)
+      count(shm::Counter::RejectedFullTotal);
+    return issued;
   }
 
   // The client holds -max-tickets-per-client places already: 429, a strike.
   Admission ticketLimit(const http::Request& request, Millis now) {
     strike(context_, request, Strike::TicketLimit, now);
+    count(shm::Counter::RejectedClientLimitTotal);
     return respond(ticketLimitResponse(config_, request), Outcome::Rejected);
   }
 
@@ -191,6 +205,7 @@ class PageGuard final : public RequestGuard {
       holding_page_ = true;
       segment().sessions().lineAdmitted();
       segment().histograms().observe(shm::Histogram::QueueWait, context_.slot, claimed.waited * 1000);
+      count(state_ == State::Held ? shm::Counter::AdmissionsHeldTotal : shm::Counter::AdmissionsLineTotal);
       return true;
     }
     segment().pages().release(context_.slot);
@@ -240,6 +255,7 @@ class PageGuard final : public RequestGuard {
     // (which is what took the ticket out of the line).
     if (banned(context_, request, now)) {
       leaveHold();
+      count(shm::Counter::RejectedBannedTotal);
       return respond(banResponse(), Outcome::Rejected);
     }
     shm::Issued issued = issue(request, now);
@@ -288,9 +304,7 @@ class PageGuard final : public RequestGuard {
   void leaveHold() { waiters_.unpark(shm::Resource::PageSlot); }
 
   // A form never gets the waiting page: its reload would lose what was typed.
-  Admission formRefused(const http::Request& request) {
-    return respond(busyResponse(config_, request, "the form could not wait in line"), Outcome::Rejected);
-  }
+  Admission formRefused(const http::Request& request) { return busy(request, "the form could not wait in line"); }
 
   bool isCrawler(const http::Request& request) const {
     if (config_.crawler_agent_list.empty()) return false;
@@ -305,7 +319,7 @@ class PageGuard final : public RequestGuard {
 
   Admission session(const http::Request& request, Millis now) {
     if (takeSessionSlot()) return admitted(request);
-    if (waiters_.draining()) return respond(busyResponse(config_, request, "no slot free"), Outcome::Rejected);
+    if (waiters_.draining()) return busy(request, "no slot free");
     state_ = State::SessionHeld;
     hold_deadline_ = now + config_.session_hold;
     segment().sessions().enter(context_.slot);
@@ -318,7 +332,7 @@ class PageGuard final : public RequestGuard {
   Admission retrySession(const http::Request& request) {
     if (waiters_.draining()) {
       leaveSessionWait();
-      return respond(busyResponse(config_, request, "no slot free"), Outcome::Rejected);
+      return busy(request, "no slot free");
     }
     if (takeSessionSlot()) {
       leaveSessionWait();
@@ -340,6 +354,7 @@ class PageGuard final : public RequestGuard {
     if (!segment().pages().tryAcquire(context_.slot)) return false;
     holding_page_ = true;
     sessions.sessionAdmitted(line, config_.newcomer_share);
+    count(shm::Counter::AdmissionsSessionTotal);
     return true;
   }
 
@@ -386,6 +401,14 @@ class PageGuard final : public RequestGuard {
     a.response = std::move(response);
     return a;
   }
+
+  // 503 + Retry-After for a request that cannot wait in line (rejected_busy_total).
+  Admission busy(const http::Request& request, const char* why) {
+    count(shm::Counter::RejectedBusyTotal);
+    return respond(busyResponse(config_, request, why), Outcome::Rejected);
+  }
+
+  void count(shm::Counter c) const { segment().stats().count(c); }
 
   void logEdge(const char* what) const {
     if (context_.saturation) context_.saturation->edge(segment(), what, monotonicMs());

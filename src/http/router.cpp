@@ -22,6 +22,8 @@ constexpr std::string_view kRoomPrefix = "/_room/";
 bool startsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
+constexpr std::string_view kMetrics = "/_room/metrics";
+constexpr std::string_view kReport = "/_room/report";
 
 bool matchesAny(const config::PathList& rules, std::string_view path) {
   for (const config::PathRule& rule : rules)
@@ -38,6 +40,7 @@ std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kCap) return "POST";
   if (decoded_path == kQueue) return "GET, HEAD";
   if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size()) return "DELETE";
+  if (decoded_path == kMetrics || decoded_path == kReport) return "GET, HEAD";
   return {};
 }
 
@@ -61,6 +64,8 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (decoded_path == kQueue) return (method == "GET" || method == "HEAD") ? Route::QueueList : Route::MethodNotAllowed;
   if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size())
     return method == "DELETE" ? Route::QueueRemove : Route::MethodNotAllowed;
+  if (decoded_path == kMetrics) return (method == "GET" || method == "HEAD") ? Route::Metrics : Route::MethodNotAllowed;
+  if (decoded_path == kReport) return (method == "GET" || method == "HEAD") ? Route::Report : Route::MethodNotAllowed;
   if (admin_listener) return Route::NotFound;
   if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;

@@ -2,7 +2,7 @@
 //   with -admin-listen, /_room/ paths but healthz on the public listener, and
 //   anything but /_room/ on the admin one -> 404
 //   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
-//   /_room/cap, /_room/queue, /_room/queue/<ticket>)
+//   /_room/cap, /_room/metrics, /_room/report, /_room/queue, /_room/queue/<ticket>)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   a client in -bypass-cidrs, or -bypass -> proxy, no guard;  -assets -> private asset guard;
 //   -asset-public -> public asset guard;  -long-lived -> page admission, then
@@ -28,6 +28,8 @@ enum class Route {
   QueueList,         // GET /_room/queue?limit=N (admin)
   QueueRemove,       // DELETE /_room/queue/<ticket> (admin)
   NotFound,          // /_room/ on the public listener with -admin-listen, anything else on the admin one
+  Metrics,           // GET /_room/metrics
+  Report,            // GET /_room/report (admin)
   MethodNotAllowed,  // a reserved path with another method (405 + Allow)
   Bypass,
   PrivateAsset,

@@ -5,6 +5,9 @@
 
 #include <sched.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "shm/layout.h"
 
 namespace concert::shm {
@@ -171,6 +174,39 @@ int64_t Clients::tracked() const {
   for (uint32_t i = 0; i < layout.geometry.client_table_size; ++i)
     if (keyed(clientState(layout.clients[i].state.load(std::memory_order_relaxed)))) ++n;
   return n;
+}
+
+std::vector<ClientTickets> Clients::topByTickets(size_t limit) const {
+  const Layout& layout = *layout_;
+  std::vector<ClientTickets> found;
+  for (uint32_t i = 0; i < layout.geometry.client_table_size; ++i) {
+    const ClientEntry& entry = layout.clients[i];
+    for (int tries = 0; tries < kReadTries; ++tries) {
+      const uint64_t word = entry.state.load(std::memory_order_seq_cst);
+      if (!keyed(clientState(word))) break;
+      const uint64_t a = entry.key[0].load(std::memory_order_seq_cst);
+      const uint64_t b = entry.key[1].load(std::memory_order_seq_cst);
+      const int64_t live = lowHalf(entry.live.load(std::memory_order_seq_cst));
+      if (entry.state.load(std::memory_order_seq_cst) != word) continue;
+      if (live <= 0) break;
+      ClientTickets client;
+      std::memcpy(client.key.data(), &a, 8);
+      std::memcpy(client.key.data() + 8, &b, 8);
+      client.tickets = live;
+      found.push_back(client);
+      break;
+    }
+  }
+  auto more = [](const ClientTickets& x, const ClientTickets& y) {
+    return x.tickets != y.tickets ? x.tickets > y.tickets : x.key < y.key;
+  };
+  if (found.size() > limit) {
+    std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(limit), found.end(), more);
+    found.resize(limit);
+  } else {
+    std::sort(found.begin(), found.end(), more);
+  }
+  return found;
 }
 
 int64_t Clients::writing() const {

@@ -108,6 +108,7 @@
 // is in or out), and frees its lock; the janitor mends the count.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -115,6 +116,12 @@
 #include "shm/types.h"
 
 namespace concert::shm {
+
+// One client and its live tickets, as topByTickets() saw them.
+struct ClientTickets {
+  std::array<uint8_t, 16> key{};
+  int64_t tickets = 0;
+};
 
 class Clients final : public Handle {
  public:
@@ -129,6 +136,12 @@ class Clients final : public Handle {
   int64_t bannedCount(Millis now) const;
   // Clients with an entry (a scan: tests and diagnostics).
   int64_t tracked() const;
+  // The (at most) `limit` clients holding the most live tickets, most first
+  // (ties: lower key first); clients without a live ticket are left out. A
+  // scan of the table that reads only: each entry under its state word, as
+  // banned() does (an entry that keeps changing is passed by), its count a
+  // recent value (/_room/report).
+  std::vector<ClientTickets> topByTickets(size_t limit) const;
   // Entries held Claiming or Updating plus creation locks held, right now: 0
   // when nobody is writing and every dead writer was reclaimed.
   int64_t writing() const;

@@ -12,6 +12,37 @@
 // never reset, not even by a reload. Who writes: anyone, master or worker.
 // A SIGKILL leaves every counter as it was: an increment is one atomic
 // instruction, so it is either counted or not, never torn.
+//
+// The families /_room/metrics labels (admission/metrics.cpp), each a fixed
+// set, every request or ticket in at most one member:
+//   admissions_*   how a page request got its slot: direct (nobody waited,
+//                  no ticket), line (its ticket's turn, on a reload or at
+//                  issue), held (its turn while parked on its connection:
+//                  -queue-hold, or a turn that found no slot), session (a
+//                  concert_admit pass), priority (room_pass; not built yet);
+//   rejected_*     a page request answered without the origin: full (breaker
+//                  or full ring, 503), client_limit (-max-tickets-per-client,
+//                  429), banned (403), busy (a crawler, a form that could not
+//                  wait, a session hold run out or cut by a drain: 503),
+//                  maintenance (reject mode, 503); long_lived is the existing
+//                  long_lived_refused_total;
+//   evicted_*      a ticket taken out of the line for good by someone else
+//                  than its holder: ttl (unseen for -token-ttl), banned (its
+//                  client was banned), removed (DELETE /_room/queue); ghost
+//                  (ghost_evicted_total) and missed turns (missed_turns_total)
+//                  are older counters; evicted_total is ttl + ghost;
+//   upstream_responses_*  final origin response heads by status class (101
+//                  counts as 1xx; interim 100/103 do not count), detached
+//                  exchanges included;
+//   upstream_errors_*  connect: an origin connection attempt failed (each
+//                  address tried); timeout: no response head within
+//                  -upstream-timeout, the client got 504; reset: an open
+//                  origin connection broke before or during the response a
+//                  client was waiting for (502 or a cut body);
+//   timeouts_*     one per phase of traffic.md §2, plus queue_hold: a ticket
+//                  issued for a held request that never reached its visitor
+//                  (the client left, or a form's hold ran out) and was
+//                  retired; timeouts_total is their sum.
 #pragma once
 
 #include <cstddef>
@@ -47,7 +78,28 @@
   X(ClientTableFullTotal, client_table_full_total)           \
   X(ProxyProtocolRejectedTotal, proxy_protocol_rejected_total) \
   X(FifoInversionsTotal, fifo_inversions_total)                \
-  X(EvictedRemovedTotal, evicted_removed_total)
+  X(AdmissionsDirectTotal, admissions_direct_total)            \
+  X(AdmissionsLineTotal, admissions_line_total)                \
+  X(AdmissionsHeldTotal, admissions_held_total)                \
+  X(AdmissionsSessionTotal, admissions_session_total)          \
+  X(AdmissionsPriorityTotal, admissions_priority_total)        \
+  X(RejectedFullTotal, rejected_full_total)                    \
+  X(RejectedClientLimitTotal, rejected_client_limit_total)     \
+  X(RejectedBannedTotal, rejected_banned_total)                \
+  X(RejectedBusyTotal, rejected_busy_total)                    \
+  X(RejectedMaintenanceTotal, rejected_maintenance_total)      \
+  X(EvictedTtlTotal, evicted_ttl_total)                        \
+  X(EvictedBannedTotal, evicted_banned_total)                  \
+  X(EvictedRemovedTotal, evicted_removed_total)                \
+  X(UpstreamResponses1xxTotal, upstream_responses_1xx_total)   \
+  X(UpstreamResponses2xxTotal, upstream_responses_2xx_total)   \
+  X(UpstreamResponses3xxTotal, upstream_responses_3xx_total)   \
+  X(UpstreamResponses4xxTotal, upstream_responses_4xx_total)   \
+  X(UpstreamResponses5xxTotal, upstream_responses_5xx_total)   \
+  X(UpstreamErrorsConnectTotal, upstream_errors_connect_total) \
+  X(UpstreamErrorsTimeoutTotal, upstream_errors_timeout_total) \
+  X(UpstreamErrorsResetTotal, upstream_errors_reset_total)   \
+  X(TimeoutsQueueHoldTotal, timeouts_queue_hold_total)
 
 namespace concert::shm {
 

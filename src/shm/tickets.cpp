@@ -211,6 +211,7 @@ TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Milli
     if (casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, kOwnerNone))) {
       clients_->leave(layout.index(cookie.ticket), cookie.ticket);
       layout.counter(Counter::EvictedTotal).fetch_add(1, std::memory_order_relaxed);
+      layout.counter(Counter::EvictedTtlTotal).fetch_add(1, std::memory_order_relaxed);
       advanceLowWater(layout);
       view.state = TicketState::Expired;
       slots_->wake(Resource::PageSlot);
@@ -307,7 +308,10 @@ void TicketRing::retire(uint64_t ticket, bool timeout) {
     if (casEntry(layout, ticket, word, packEntry(ticket, EntryState::Finished, entryOwner(word)))) break;
   }
   clients_->leave(layout.index(ticket), ticket);
-  if (timeout) layout.counter(Counter::TimeoutsTotal).fetch_add(1, std::memory_order_relaxed);
+  if (timeout) {
+    layout.counter(Counter::TimeoutsTotal).fetch_add(1, std::memory_order_relaxed);
+    layout.counter(Counter::TimeoutsQueueHoldTotal).fetch_add(1, std::memory_order_relaxed);
+  }
   advanceLowWater(layout);
   slots_->wake(Resource::PageSlot);
 }
@@ -442,6 +446,7 @@ SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
   report.clients_repaired = clients_->auditEnd(now);
   const int64_t evicted = report.expired + report.ghosts;
   if (evicted > 0) layout.counter(Counter::EvictedTotal).fetch_add(static_cast<uint64_t>(evicted));
+  if (report.expired > 0) layout.counter(Counter::EvictedTtlTotal).fetch_add(static_cast<uint64_t>(report.expired));
   if (report.ghosts > 0) layout.counter(Counter::GhostEvictedTotal).fetch_add(static_cast<uint64_t>(report.ghosts));
   if (report.missed > 0) layout.counter(Counter::MissedTurnsTotal).fetch_add(static_cast<uint64_t>(report.missed));
   advanceLowWater(layout);
@@ -474,6 +479,7 @@ int64_t TicketRing::retireClient(uint32_t client) {
     }
   }
   if (retired > 0) {
+    layout.counter(Counter::EvictedBannedTotal).fetch_add(static_cast<uint64_t>(retired), std::memory_order_relaxed);
     advanceLowWater(layout);
     slots_->wake(Resource::PageSlot);
   }

@@ -167,7 +167,8 @@ class TicketRing final : public Handle {
   bool claim(const TicketCookie& cookie, Claimed* claimed = nullptr);
 
   // A ticket that will never be admitted (a held request whose client left
-  // before its cookie went out). Counted in timeouts_total when `timeout`.
+  // before its cookie went out). Counted in timeouts_total and
+  // timeouts_queue_hold_total when `timeout`.
   // Wakes PageSlot waiters: tickets behind it may have become ready.
   void retire(uint64_t ticket, bool timeout);
 
@@ -191,8 +192,9 @@ class TicketRing final : public Handle {
   int64_t liveQueueDepth() const;
 
   // Master janitor, once a second: TTL expiry, first-poll grace, claim
-  // window (see the file comment). Counts evicted_total, ghost_evicted_total
-  // and missed_turns_total; wakes PageSlot waiters when the line moved.
+  // window (see the file comment). Counts evicted_total, evicted_ttl_total,
+  // ghost_evicted_total and missed_turns_total; wakes PageSlot waiters when
+  // the line moved.
   // Also the client table's recount and repair (clients.h), and the line's
   // pace: the janitor's pass rolls its buckets (line_rate.h).
   SweepReport sweep(Millis now, const SweepLimits& limits);
@@ -200,7 +202,8 @@ class TicketRing final : public Handle {
  private:
   friend class Segment;
   // Segment::strike, on a ban: every live ticket tagged with client entry
-  // `client` leaves the line (Finished); PageSlot waiters are woken.
+  // `client` leaves the line (Finished, counted in evicted_banned_total);
+  // PageSlot waiters are woken.
   int64_t retireClient(uint32_t client);
   int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved tickets
   // cap - occupancy (+ own: slots the caller holds for this), less what

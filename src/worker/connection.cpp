@@ -364,6 +364,7 @@ void ClientConnection::dispatch() {
     if (admission::banned(ctx, request_, started_ms_)) {
       log_request_ = true;
       outcome_ = admission::Outcome::Rejected;
+      ctx.segment->stats().count(shm::Counter::RejectedBannedTotal);
       respondLocal(admission::banResponse(), true);
       return;
     }
@@ -378,6 +379,8 @@ void ClientConnection::dispatch() {
     case http::Route::QueueEvents: openEvents(started_ms_); return;
     case http::Route::Healthz: respondLocal(admission::handleHealthz(ctx, request_), false); return;
     case http::Route::Stats: respondLocal(admission::handleStats(ctx, request_), false); return;
+    case http::Route::Metrics: respondLocal(admission::handleMetrics(ctx, request_), false); return;
+    case http::Route::Report: respondLocal(admission::handleReport(ctx, request_), false); return;
     case http::Route::Cap:
       if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxCapBody)) {
         failRequest(413);
@@ -808,6 +811,29 @@ void ClientConnection::abortConnection(const char* what) {
 
 void ClientConnection::sessionEnded() {
   admission::endSession(host_.admission(), request_, unixSeconds());
+}
+
+// The origin's answers and errors, counted in the segment (shm/counters.h)
+// and, for answers, observed in this worker's UpstreamResponse histogram.
+void ClientConnection::originAnswered(int status, int64_t micros) {
+  shm::Segment* segment = host_.admission().segment;
+  if (!segment) return;
+  static constexpr shm::Counter kByClass[] = {
+      shm::Counter::UpstreamResponses1xxTotal, shm::Counter::UpstreamResponses2xxTotal,
+      shm::Counter::UpstreamResponses3xxTotal, shm::Counter::UpstreamResponses4xxTotal,
+      shm::Counter::UpstreamResponses5xxTotal};
+  segment->stats().count(kByClass[std::clamp(status / 100, 1, 5) - 1]);
+  segment->histograms().observe(shm::Histogram::UpstreamResponse, host_.admission().slot, micros);
+}
+
+void ClientConnection::originFailed(OriginError kind) {
+  shm::Segment* segment = host_.admission().segment;
+  if (!segment) return;
+  switch (kind) {
+    case OriginError::Connect: segment->stats().count(shm::Counter::UpstreamErrorsConnectTotal); return;
+    case OriginError::Timeout: segment->stats().count(shm::Counter::UpstreamErrorsTimeoutTotal); return;
+    case OriginError::Reset: segment->stats().count(shm::Counter::UpstreamErrorsResetTotal); return;
+  }
 }
 
 void ClientConnection::fail(const char* what) {

@@ -115,6 +115,8 @@ class ClientConnection final : private OriginExchange::Client {
   void timedOut(TimeoutPhase phase) override;
   void abortConnection(const char* what) override;
   void sessionEnded() override;
+  void originAnswered(int status, int64_t micros) override;
+  void originFailed(OriginError kind) override;
   void fail(const char* what);  // an exception in a client-side callback: log, close
 
   void processInput();

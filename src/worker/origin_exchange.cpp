@@ -41,6 +41,7 @@ bool OriginExchange::start(const http::Headers& extra, uint64_t* sent) {
   detached_ = false;
   event_stream_ = false;
   dial_failures_ = 0;
+  sent_us_ = 0;
   return connect(true);
 }
 
@@ -50,6 +51,7 @@ Stream* OriginExchange::origin() {
 
 void OriginExchange::requestSent() {
   request_sent_ = true;
+  sent_us_ = monotonicUs();
   armResponseTimer();
 }
 
@@ -60,6 +62,7 @@ bool OriginExchange::connect(bool allow_idle) {
     std::string error;
     conn = pool_.dial(&error);
     if (!conn) {
+      client_.originFailed(OriginError::Connect);
       fail(502, error);
       return false;
     }
@@ -228,6 +231,7 @@ void OriginExchange::onTimer(Millis now) {
 // stays silent for -upstream-read-timeout more.
 void OriginExchange::headTimedOut() {
   const http::Request& request = client_.request();
+  client_.originFailed(OriginError::Timeout);
   if (!request_sent_ || upstream_->stream.pendingOutput() > 0) {
     fail(504, "timeout awaiting response headers");
     return;
@@ -303,8 +307,10 @@ void OriginExchange::originEvent(short events) {
   const bool idempotent = sent.method == "GET" || sent.method == "HEAD" || sent.method == "OPTIONS" ||
                           sent.method == "PUT" || sent.method == "DELETE" || sent.method == "TRACE";
   const bool replayable = idempotent && !sent.hasBody();
-  if (!response_started_ && !upstream_->stream.connected() && !upstream_->reused) {
+  const bool opened = upstream_->stream.connected() || upstream_->reused;
+  if (!response_started_ && !opened) {
     // Connecting failed: the next resolved address (if any) gets a try.
+    client_.originFailed(OriginError::Connect);
     pool_.connectFailed(upstream_);
     if (++dial_failures_ < pool_.addressCount() && replayable) {
       releaseOrigin(false);
@@ -321,9 +327,11 @@ void OriginExchange::originEvent(short events) {
       if (connect(false)) armResponseTimer();
       return;
     }
+    if (opened) client_.originFailed(OriginError::Reset);
     fail(502, reason);
     return;
   }
+  client_.originFailed(OriginError::Reset);
   const http::Request& request = client_.request();
   LOG_ERROR("upstream error %s %s: %s after the response head", request.method.c_str(), request.path.c_str(),
             reason.c_str());
@@ -365,6 +373,8 @@ void OriginExchange::readResponse() {
       return;
     }
     http::ResponseHead& head = parser.response();
+    if (head.status == 101 || head.status >= 200)
+      client_.originAnswered(head.status, sent_us_ == 0 ? 0 : monotonicUs() - sent_us_);
     if ((head.status == 101 || head.status >= 200) && endsSession(head)) endSession();
     if (detached_ && (head.status == 101 || (head.status >= 200 && isEventStream(head)))) {
       finishDetached(false);  // nothing left to wait for

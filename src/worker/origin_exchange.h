@@ -48,6 +48,13 @@ namespace concert::worker {
 class UpstreamPool;
 struct UpstreamConn;
 
+// What went wrong with the origin, as counted (upstream_errors_*_total).
+enum class OriginError {
+  Connect,  // an attempt to open an origin connection failed (each address tried)
+  Timeout,  // no response head within -upstream-timeout: the client gets 504
+  Reset,    // an open origin connection broke before or during a response a client waits for
+};
+
 // Buffer limits (bytes): reading from one side stops while the other side's
 // output holds more than kHighWater, and resumes below kLowWater.
 constexpr size_t kHighWater = 256 * 1024;
@@ -90,6 +97,14 @@ class OriginExchange {
     // end): revoke the request's pass. Called once, before the response head
     // goes out, and also when the client is gone (detached).
     virtual void sessionEnded() = 0;
+    // The origin's final response head arrived (101, or 200..599; an interim
+    // 100/103 does not count), `micros` after the whole request was queued
+    // toward the origin (requestSent(); 0 if the head came first). Also for a
+    // detached exchange: the origin answered, whoever is left to hear it.
+    virtual void originAnswered(int status, int64_t micros) = 0;
+    // An origin error, once where it happened (see OriginError); a kept-alive
+    // connection found closed and retried is not one.
+    virtual void originFailed(OriginError kind) = 0;
 
    protected:
     ~Client() = default;
@@ -174,6 +189,7 @@ class OriginExchange {
   bool event_stream_ = false;  // the response is text/event-stream
   Millis last_read_ms_ = 0;    // the origin's last bytes (a tunnel: either side's)
   Millis timer_at_ = 0;        // when the armed timer fires; 0 = not armed
+  int64_t sent_us_ = 0;        // monotonicUs() at requestSent(); 0 = not yet
   uint64_t* sent_ = nullptr;
   std::string scratch_;
 };

@@ -386,6 +386,7 @@ class EventsTest(unittest.TestCase):
                 self.assertEqual(len(positions), 2, (k, s.items))
                 self.assertIn('"position":%d,' % k, positions[1][3])
                 self.assertFalse(s.ended or s.eof)
+            self.assertEqual(c.fifo_inversions(), 0)
 
     def test_the_stream_ends_for_a_cookie_refresh_and_reconnects(self):
         with self.concert("-cap", "1", "-token-ttl", "30s") as c:

@@ -114,6 +114,7 @@ class HoldTest(unittest.TestCase):
             lines = wait_for(lambda: len(access_lines(c, "hold-fifo")) == 6 and access_lines(c, "hold-fifo"))
             self.assertTrue(lines)
             self.assertEqual({(status, outcome) for _, status, outcome in lines}, {(200, "admitted")})
+            self.assertEqual(c.fifo_inversions(), 0)
 
     def test_hold_runs_out_with_the_waiting_room_and_the_cookie_keeps_the_place(self):
         with self.concert("-cap", "1", "-queue-hold", "1s", access_log=True) as c:

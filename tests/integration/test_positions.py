@@ -126,6 +126,7 @@ class PositionsTest(unittest.TestCase):
         # The line was reaped around them: ghosts and walkers left it (a
         # ghost that found the room empty went straight in instead).
         self.assertGreaterEqual(stats["ghost_evicted_total"] + stats["missed_turns_total"], 10)
+        self.assertEqual(stats["fifo_inversions_total"], 0)
 
 
 if __name__ == "__main__":

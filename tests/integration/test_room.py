@@ -254,6 +254,7 @@ class RoomTest(unittest.TestCase):
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
             for t in threads:
                 t.join(10)
+            self.assertEqual(c.fifo_inversions(), 0)
 
     def test_cap_never_exceeded_under_concurrency(self):
         with self.concert("-cap", "3", "-max-queue", "1000") as c:

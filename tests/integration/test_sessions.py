@@ -137,6 +137,7 @@ class SessionTest(unittest.TestCase):
             holder.join(10)
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
             self.assertEqual(c.stats()["occupancy"], 0)
+            self.assertEqual(c.fifo_inversions(), 0)
 
     def test_a_session_held_past_session_hold_gets_503(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-session-hold", "1s"], workers=2) as c:

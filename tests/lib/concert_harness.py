@@ -187,6 +187,37 @@ class Concert:
             raise OSError("stats answered %d" % status)
         return json.loads(body)
 
+    def fifo_inversions(self):
+        """fifo_inversions_total: admissions from the line that passed over a
+        whole cap of waiting tickets. Every FIFO test ends asserting it is 0."""
+        return self.stats()["fifo_inversions_total"]
+
+    def metrics(self):
+        """GET /_room/metrics: (body text, {(name, ((label, value), ...)): value})."""
+        status, _, body = self.get("/_room/metrics", timeout=5)
+        if status != 200:
+            raise OSError("metrics answered %d" % status)
+        text = body.decode()
+        return text, parse_metrics(text)
+
+
+METRIC_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """Samples of a Prometheus text exposition: {(name, sorted label pairs): float}."""
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = METRIC_RE.match(line)
+        if not m:
+            raise ValueError("not a sample line: %r" % line)
+        labels = tuple(sorted(LABEL_RE.findall(m.group(2) or "")))
+        samples[(m.group(1), labels)] = float(m.group(3))
+    return samples
+
 
 class PrefacedConnection(http.client.HTTPConnection):
     """An HTTP connection that sends `preface` (a PROXY protocol header) first."""

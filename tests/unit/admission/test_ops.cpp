@@ -36,6 +36,11 @@ TEST_CASE("ops: stats keys sorted and complete") {
   }
   std::vector<std::string> expected = {"abuse_bans_total",
                                        "abuse_strikes_total",
+                                       "admissions_direct_total",
+                                       "admissions_held_total",
+                                       "admissions_line_total",
+                                       "admissions_priority_total",
+                                       "admissions_session_total",
                                        "asset_cap",
                                        "asset_denied_total",
                                        "asset_global_throttled_total",
@@ -49,8 +54,10 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "cap",
                                        "client_table_full_total",
                                        "connections_refused_total",
+                                       "evicted_banned_total",
                                        "evicted_removed_total",
                                        "evicted_total",
+                                       "evicted_ttl_total",
                                        "fifo_inversions_total",
                                        "generation",
                                        "ghost_evicted_total",
@@ -67,18 +74,32 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "proxy_protocol_rejected_total",
                                        "queue_depth",
                                        "queued_total",
+                                       "rejected_banned_total",
+                                       "rejected_busy_total",
+                                       "rejected_client_limit_total",
+                                       "rejected_full_total",
+                                       "rejected_maintenance_total",
                                        "reloads_total",
                                        "ring_full_total",
                                        "slots_reclaimed_total",
                                        "timeouts_client_body_total",
                                        "timeouts_client_header_total",
                                        "timeouts_keepalive_total",
+                                       "timeouts_queue_hold_total",
                                        "timeouts_send_total",
                                        "timeouts_total",
                                        "timeouts_tunnel_total",
                                        "timeouts_upstream_read_total",
                                        "token_ttl",
                                        "upstream",
+                                       "upstream_errors_connect_total",
+                                       "upstream_errors_reset_total",
+                                       "upstream_errors_timeout_total",
+                                       "upstream_responses_1xx_total",
+                                       "upstream_responses_2xx_total",
+                                       "upstream_responses_3xx_total",
+                                       "upstream_responses_4xx_total",
+                                       "upstream_responses_5xx_total",
                                        "utilization",
                                        "worker_restarts_total",
                                        "workers"};
@@ -100,21 +121,30 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
   uint64_t n = 100;
   for (shm::Counter c : shm::kAllCounters) room.segment->stats().count(c, n++);
   LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
+  // admissions_direct_total: 129 and the holder's admission.
   CHECK(r.body ==
-        "{\"abuse_bans_total\":125,\"abuse_strikes_total\":124,\"asset_cap\":128,\"asset_denied_total\":105,\"asset_"
-        "global_throttled_total\":107,\"asset_in_flight\":0,"
-        "\"asset_served_total\":104,\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,"
-        "\"asset_user_throttled_total\":106,\"asset_users\":0,\"banned_clients\":0,\"cap\":1,"
-        "\"client_table_full_total\":126,\"connections_refused_total\":115,"
-        "\"evicted_removed_total\":129,\"evicted_total\":101,\"fifo_inversions_total\":128,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
-        "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
-        "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,"
-        "\"promoted_total\":103,\"proxy_protocol_rejected_total\":127,"
-        "\"queue_depth\":0,\"queued_total\":100,\"reloads_total\":110,\"ring_full_total\":108,"
-        "\"slots_reclaimed_total\":112,\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,"
-        "\"timeouts_keepalive_total\":120,\"timeouts_send_total\":119,\"timeouts_total\":102,"
+        "{\"abuse_bans_total\":125,\"abuse_strikes_total\":124,\"admissions_direct_total\":130,"
+        "\"admissions_held_total\":131,\"admissions_line_total\":130,\"admissions_priority_total\":133,"
+        "\"admissions_session_total\":132,\"asset_cap\":128,\"asset_denied_total\":105,"
+        "\"asset_global_throttled_total\":107,\"asset_in_flight\":0,\"asset_served_total\":104,"
+        "\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,\"asset_user_throttled_total\":106,\"asset_users\":0,"
+        "\"banned_clients\":0,\"cap\":1,\"client_table_full_total\":126,\"connections_refused_total\":115,"
+        "\"evicted_banned_total\":140,\"evicted_removed_total\":141,\"evicted_total\":101,"
+        "\"evicted_ttl_total\":139,\"fifo_inversions_total\":128,\"generation\":1,\"ghost_evicted_total\":114,"
+        "\"live_queue_depth\":0,\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,"
+        "\"max_queue_depth\":100,\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,"
+        "\"pass_table_full_total\":109,\"promoted_total\":103,\"proxy_protocol_rejected_total\":127,"
+        "\"queue_depth\":0,\"queued_total\":100,\"rejected_banned_total\":136,\"rejected_busy_total\":137,"
+        "\"rejected_client_limit_total\":135,\"rejected_full_total\":134,\"rejected_maintenance_total\":138,"
+        "\"reloads_total\":110,\"ring_full_total\":108,\"slots_reclaimed_total\":112,"
+        "\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,\"timeouts_keepalive_total\":120,"
+        "\"timeouts_queue_hold_total\":150,\"timeouts_send_total\":119,\"timeouts_total\":102,"
         "\"timeouts_tunnel_total\":122,\"timeouts_upstream_read_total\":121,\"token_ttl\":\"5m0s\","
-        "\"upstream\":\"http://127.0.0.1:3000\",\"utilization\":0.1,\"worker_restarts_total\":111,\"workers\":1}");
+        "\"upstream\":\"http://127.0.0.1:3000\",\"upstream_errors_connect_total\":147,"
+        "\"upstream_errors_reset_total\":149,\"upstream_errors_timeout_total\":148,"
+        "\"upstream_responses_1xx_total\":142,\"upstream_responses_2xx_total\":143,"
+        "\"upstream_responses_3xx_total\":144,\"upstream_responses_4xx_total\":145,"
+        "\"upstream_responses_5xx_total\":146,\"utilization\":0.1,\"worker_restarts_total\":111,\"workers\":1}");
 }
 
 TEST_CASE("ops: cap endpoint") {

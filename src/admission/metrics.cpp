@@ -1,0 +1,321 @@
+// GET /_room/metrics (Prometheus text format 0.0.4) and GET /_room/report
+// (the fairness report, admin), traffic.md §7.1 and §7.4.
+//
+// Both read the shared segment only (counters, gauges, the histograms merged
+// over every worker slot, the client table), so every worker gives the same
+// answer; nothing here writes.
+//
+// The exposition is driven by tables, one row per series:
+//   kLabelled   counters that are one member of a labelled family
+//               (concert_admissions_total{via="line"} ...) or renamed
+//               (queued_total -> concert_tickets_issued_total);
+//   kCovered    counters that are the sum of a family (evicted_total,
+//               timeouts_total): not exported again;
+//   every other counter of shm/counters.h: concert_<key>, so a counter added
+//               to the table shows up here with no change to this file;
+//   kGauges     the gauges of /_room/stats, by name;
+//   kHistograms the two histograms, as _bucket{le}, _sum, _count.
+// Label values come only from these tables: the label sets are fixed.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "admission/admission.h"
+#include "admission/answers.h"
+#include "http/client_address.h"
+
+#ifndef CONCERT_VERSION
+#define CONCERT_VERSION "unknown"
+#endif
+
+namespace concert::admission {
+namespace {
+
+using shm::Counter;
+
+struct Family {
+  std::string_view name;
+  std::string_view type;  // "counter", "gauge", "histogram"
+  std::string_view help;
+};
+
+// A counter as one series of a family: `label` is `name="value"`, or empty
+// for a family of one series.
+struct Labelled {
+  Counter counter;
+  Family family;
+  std::string_view label;
+};
+
+constexpr Family kAdmissions{"concert_admissions_total", "counter",
+                             "Page requests admitted to the origin, by how they got their slot."};
+constexpr Family kRejected{"concert_rejected_total", "counter",
+                           "Page requests answered without the origin, by reason."};
+constexpr Family kEvicted{"concert_tickets_evicted_total", "counter",
+                          "Tickets that lost their place in line without their holder's turn, by reason."};
+constexpr Family kResponses{"concert_upstream_responses_total", "counter",
+                            "Final origin response heads, by status class."};
+constexpr Family kErrors{"concert_upstream_errors_total", "counter", "Origin errors, by kind."};
+constexpr Family kTimeouts{"concert_timeouts_total", "counter", "Timeouts, by phase."};
+constexpr Family kIssued{"concert_tickets_issued_total", "counter", "Tickets issued (places in line given out)."};
+
+constexpr Labelled kLabelled[] = {
+    {Counter::AdmissionsDirectTotal, kAdmissions, "via=\"direct\""},
+    {Counter::AdmissionsLineTotal, kAdmissions, "via=\"line\""},
+    {Counter::AdmissionsHeldTotal, kAdmissions, "via=\"held\""},
+    {Counter::AdmissionsSessionTotal, kAdmissions, "via=\"session\""},
+    {Counter::AdmissionsPriorityTotal, kAdmissions, "via=\"priority\""},
+    {Counter::RejectedFullTotal, kRejected, "reason=\"full\""},
+    {Counter::RejectedClientLimitTotal, kRejected, "reason=\"client_limit\""},
+    {Counter::RejectedBannedTotal, kRejected, "reason=\"banned\""},
+    {Counter::RejectedBusyTotal, kRejected, "reason=\"busy\""},
+    {Counter::LongLivedRefusedTotal, kRejected, "reason=\"long_lived\""},
+    {Counter::RejectedMaintenanceTotal, kRejected, "reason=\"maintenance\""},
+    {Counter::EvictedTtlTotal, kEvicted, "reason=\"ttl\""},
+    {Counter::GhostEvictedTotal, kEvicted, "reason=\"ghost\""},
+    {Counter::MissedTurnsTotal, kEvicted, "reason=\"missed\""},
+    {Counter::EvictedBannedTotal, kEvicted, "reason=\"banned\""},
+    {Counter::EvictedRemovedTotal, kEvicted, "reason=\"removed\""},
+    {Counter::UpstreamResponses1xxTotal, kResponses, "code_class=\"1xx\""},
+    {Counter::UpstreamResponses2xxTotal, kResponses, "code_class=\"2xx\""},
+    {Counter::UpstreamResponses3xxTotal, kResponses, "code_class=\"3xx\""},
+    {Counter::UpstreamResponses4xxTotal, kResponses, "code_class=\"4xx\""},
+    {Counter::UpstreamResponses5xxTotal, kResponses, "code_class=\"5xx\""},
+    {Counter::UpstreamErrorsConnectTotal, kErrors, "kind=\"connect\""},
+    {Counter::UpstreamErrorsTimeoutTotal, kErrors, "kind=\"timeout\""},
+    {Counter::UpstreamErrorsResetTotal, kErrors, "kind=\"reset\""},
+    {Counter::TimeoutsClientHeaderTotal, kTimeouts, "phase=\"client_header\""},
+    {Counter::TimeoutsClientBodyTotal, kTimeouts, "phase=\"client_body\""},
+    {Counter::TimeoutsSendTotal, kTimeouts, "phase=\"send\""},
+    {Counter::TimeoutsKeepaliveTotal, kTimeouts, "phase=\"keepalive\""},
+    {Counter::TimeoutsUpstreamReadTotal, kTimeouts, "phase=\"upstream_read\""},
+    {Counter::TimeoutsTunnelTotal, kTimeouts, "phase=\"tunnel\""},
+    {Counter::TimeoutsQueueHoldTotal, kTimeouts, "phase=\"queue_hold\""},
+    {Counter::QueuedTotal, kIssued, ""},
+};
+
+// Sums of a family above: sum(concert_tickets_evicted_total{reason=~"ttl|ghost"})
+// and sum(concert_timeouts_total).
+constexpr Counter kCovered[] = {Counter::EvictedTotal, Counter::TimeoutsTotal};
+
+// HELP for the counters exported under their own key; one missing here gets
+// a generic line naming its /_room/stats key.
+struct CounterHelp {
+  Counter counter;
+  std::string_view help;
+};
+constexpr CounterHelp kCounterHelp[] = {
+    {Counter::PromotedTotal, "Tickets promoted ahead of the line."},
+    {Counter::AssetServedTotal, "Asset requests served through the asset tier."},
+    {Counter::AssetDeniedTotal, "Private asset requests denied for want of a pass."},
+    {Counter::AssetUserThrottledTotal, "Asset requests held or refused by the per-user asset cap."},
+    {Counter::AssetGlobalThrottledTotal, "Asset requests held or refused by the global asset cap."},
+    {Counter::RingFullTotal, "Tickets refused because the ticket ring was full."},
+    {Counter::PassTableFullTotal, "Passes refused because the pass table was full."},
+    {Counter::ReloadsTotal, "Configuration reloads accepted."},
+    {Counter::WorkerRestartsTotal, "Workers restarted after they died."},
+    {Counter::SlotsReclaimedTotal, "Slots returned to the pools from dead workers."},
+    {Counter::ConnectionsRefusedTotal, "Connections refused over -max-connections."},
+    {Counter::PassEvictedTotal, "Idle passes evicted from a full pass table."},
+    {Counter::AbuseStrikesTotal, "Abuse strikes counted (by weight)."},
+    {Counter::AbuseBansTotal, "Clients banned."},
+    {Counter::ClientTableFullTotal, "Requests not tracked per client because the client table was full."},
+    {Counter::ProxyProtocolRejectedTotal, "Connections refused for a bad PROXY protocol header."},
+    {Counter::FifoInversionsTotal, "Line admissions of a ticket with a whole cap of waiting tickets ahead of it."},
+};
+
+const Labelled* labelled(Counter c) {
+  for (const Labelled& l : kLabelled)
+    if (l.counter == c) return &l;
+  return nullptr;
+}
+
+bool covered(Counter c) {
+  return std::find(std::begin(kCovered), std::end(kCovered), c) != std::end(kCovered);
+}
+
+// What a gauge reads: the stats snapshot and the configuration.
+struct GaugeInput {
+  const shm::StatsSnapshot& stats;
+  const config::Config& config;
+};
+
+struct Gauge {
+  Family family;
+  double (*value)(const GaugeInput&);
+};
+
+#define CONCERT_GAUGE(name, help, expr)                                                                   \
+  Gauge {                                                                                                 \
+    Family{name, "gauge", help}, [](const GaugeInput& in) -> double { return static_cast<double>(expr); } \
+  }
+
+const Gauge kGauges[] = {
+    CONCERT_GAUGE("concert_page_slots_in_use", "Page slots taken (requests at the origin).", in.stats.occupancy),
+    CONCERT_GAUGE("concert_page_slots_limit", "Page slots (the cap).", in.stats.cap),
+    CONCERT_GAUGE("concert_queue_waiting", "Tickets waiting in line (waiting and returned).",
+                  in.stats.live_queue_depth),
+    CONCERT_GAUGE("concert_queue_depth", "Tickets in line, missed turns included.", in.stats.queue_depth),
+    CONCERT_GAUGE("concert_max_queue_depth", "The breaker: tickets in line beyond which arrivals get 503.",
+                  in.config.max_queue),
+    CONCERT_GAUGE("concert_utilization", "Smoothed page slot utilization (0..1).", in.stats.utilization),
+    CONCERT_GAUGE("concert_asset_cap", "Asset slots.", in.stats.asset_cap),
+    CONCERT_GAUGE("concert_asset_in_flight", "Asset slots taken.", in.stats.asset_in_flight),
+    CONCERT_GAUGE("concert_asset_users", "Users holding asset slots.", in.stats.asset_users),
+    CONCERT_GAUGE("concert_asset_user_cap_h1", "Asset slots per HTTP/1 user.", in.config.asset_user_cap_h1),
+    CONCERT_GAUGE("concert_asset_user_cap_h2", "Asset slots per HTTP/2 user.", in.config.asset_user_cap_h2),
+    CONCERT_GAUGE("concert_long_lived_cap", "Long-lived connection slots.", in.stats.long_lived_cap),
+    CONCERT_GAUGE("concert_long_lived_in_use", "Open long-lived connections (tunnels, event streams).",
+                  in.stats.long_lived_in_use),
+    CONCERT_GAUGE("concert_banned_clients", "Clients banned now.", in.stats.banned_clients),
+    CONCERT_GAUGE("concert_workers", "Live worker processes.", in.stats.workers),
+    CONCERT_GAUGE("concert_generation", "Configuration generation (1 at start, +1 per reload).", in.stats.generation),
+    CONCERT_GAUGE("concert_token_ttl_seconds", "How long an unseen ticket keeps its place (-token-ttl).",
+                  in.config.token_ttl / 1000.0),
+};
+#undef CONCERT_GAUGE
+
+struct HistogramRow {
+  Family family;
+  shm::Histogram which;
+};
+constexpr HistogramRow kHistograms[] = {
+    {{"concert_queue_wait_seconds", "histogram",
+      "Time from a ticket's issue to its admission from the line (all workers)."},
+     shm::Histogram::QueueWait},
+    {{"concert_upstream_response_seconds", "histogram",
+      "Time from the whole request queued toward the origin to its final response head (all workers)."},
+     shm::Histogram::UpstreamResponse},
+};
+
+// Shortest round-trip text of a value, as Prometheus writes it.
+void appendNumber(std::string& out, double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, res.ptr);
+}
+
+void appendHeader(std::string& out, const Family& f) {
+  out.append("# HELP ").append(f.name).append(" ").append(f.help).append("\n");
+  out.append("# TYPE ").append(f.name).append(" ").append(f.type).append("\n");
+}
+
+void appendSample(std::string& out, std::string_view name, std::string_view label, std::string_view value) {
+  out.append(name);
+  if (!label.empty()) out.append("{").append(label).append("}");
+  out.append(" ").append(value).append("\n");
+}
+
+// The 16-byte client key as text: a dotted quad for an IPv4-mapped key, else
+// the IPv6 /64 it stands for ("2001:db8:1:2::/64").
+std::string clientText(const std::array<uint8_t, 16>& key) {
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  std::memcpy(&address.sin6_addr, key.data(), 16);
+  std::string text = http::socketAddressText(reinterpret_cast<const sockaddr*>(&address));
+  if (!IN6_IS_ADDR_V4MAPPED(&address.sin6_addr)) text += "/64";
+  return text;
+}
+
+}  // namespace
+
+std::string renderMetrics(const AdmissionContext& context) {
+  const shm::Segment& segment = *context.segment;
+  const shm::StatsSnapshot stats = context.segment->stats().snapshot();
+  std::string out;
+  out.reserve(16 * 1024);
+
+  for (const Gauge& g : kGauges) {
+    appendHeader(out, g.family);
+    std::string value;
+    appendNumber(value, g.value(GaugeInput{stats, *context.config}));
+    appendSample(out, g.family.name, "", value);
+  }
+  appendHeader(out, Family{"concert_build_info", "gauge", "Always 1; the version of the running binary."});
+  appendSample(out, "concert_build_info", "version=\"" CONCERT_VERSION "\"", "1");
+
+  // Labelled families, each whole in one place (the format wants a family's
+  // samples together), in the order of kLabelled.
+  for (size_t i = 0; i < std::size(kLabelled); ++i) {
+    const Family& family = kLabelled[i].family;
+    bool first = true;
+    for (size_t j = 0; j < i; ++j) first = first && kLabelled[j].family.name != family.name;
+    if (!first) continue;
+    appendHeader(out, family);
+    for (const Labelled& l : kLabelled)
+      if (l.family.name == family.name)
+        appendSample(out, family.name, l.label, std::to_string(stats.counter(l.counter)));
+  }
+
+  // Every other counter under its own key.
+  for (Counter c : shm::kAllCounters) {
+    if (labelled(c) || covered(c)) continue;
+    const std::string name = "concert_" + std::string(shm::counterKey(c));
+    std::string help = "Counter " + std::string(shm::counterKey(c)) + " of /_room/stats.";
+    for (const CounterHelp& h : kCounterHelp)
+      if (h.counter == c) help = h.help;
+    appendHeader(out, Family{name, "counter", help});
+    appendSample(out, name, "", std::to_string(stats.counter(c)));
+  }
+
+  for (const HistogramRow& row : kHistograms) {
+    const shm::HistogramSnapshot h = segment.histograms().merged(row.which);
+    const std::array<double, shm::kHistogramBounds> bounds = shm::histogramBounds(row.which);
+    appendHeader(out, row.family);
+    const std::string bucket = std::string(row.family.name) + "_bucket";
+    for (size_t i = 0; i <= shm::kHistogramBounds; ++i) {
+      std::string label = "le=\"";
+      if (i < shm::kHistogramBounds)
+        appendNumber(label, bounds[i]);
+      else
+        label += "+Inf";
+      label += "\"";
+      appendSample(out, bucket, label, std::to_string(h.cumulative(i)));
+    }
+    std::string sum;
+    appendNumber(sum, h.sumSeconds());
+    appendSample(out, std::string(row.family.name) + "_sum", "", sum);
+    appendSample(out, std::string(row.family.name) + "_count", "", std::to_string(h.count()));
+  }
+  return out;
+}
+
+http::LocalResponse handleMetrics(const AdmissionContext& context, const http::Request&) {
+  http::LocalResponse r;
+  r.headers.push_back(http::Header{"Content-Type", std::string(kMetricsType)});
+  r.headers.push_back(http::Header{"Cache-Control", "no-store"});
+  r.body = renderMetrics(context);
+  return r;
+}
+
+std::string renderReport(const AdmissionContext& context) {
+  const shm::Segment& segment = *context.segment;
+  const shm::StatsSnapshot stats = context.segment->stats().snapshot();
+  const shm::HistogramSnapshot wait = segment.histograms().merged(shm::Histogram::QueueWait);
+  nlohmann::ordered_json clients = nlohmann::ordered_json::array();
+  for (const shm::ClientTickets& c : segment.clients().topByTickets(kReportClients))
+    clients.push_back({{"client", clientText(c.key)}, {"tickets", c.tickets}});
+  nlohmann::ordered_json report = {
+      {"fifo_inversions", stats.fifo_inversions_total},
+      {"ghost_share", stats.queued_total == 0 ? 0.0
+                                              : std::min(1.0, static_cast<double>(stats.ghost_evicted_total) /
+                                                                  static_cast<double>(stats.queued_total))},
+      {"tickets_per_client", std::move(clients)},
+      {"wait_seconds", {{"p50", wait.quantile(0.5)}, {"p90", wait.quantile(0.9)}, {"p99", wait.quantile(0.99)}}},
+  };
+  return report.dump();
+}
+
+http::LocalResponse handleReport(const AdmissionContext& context, const http::Request& request) {
+  if (std::optional<http::LocalResponse> refused = adminRefusal(context, request)) return std::move(*refused);
+  return jsonResponse(200, renderReport(context));
+}
+
+}  // namespace concert::admission
