@@ -49,6 +49,7 @@ StatsSnapshot Stats::snapshot(Millis now) const {
   s.occupancy = pages_->occupancy();
   s.queue_depth = tickets_->queueDepth();
   s.live_queue_depth = tickets_->liveQueueDepth();
+  s.line_admitted = layout_->header->line_admitted.load(std::memory_order_relaxed);
   s.utilization = utilization();
   s.asset_cap = assets_->cap();
   s.asset_in_flight = assets_->occupancy();

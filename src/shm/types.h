@@ -157,6 +157,7 @@ struct StatsSnapshot {
   uint32_t workers = 0;           // live worker processes
   uint32_t generation = 0;
   int64_t banned_clients = 0;  // clients banned now (clients.h)
+  uint64_t line_admitted = 0;  // admissions from the line, ever (line_rate.h)
 
   // One field per counter, named by its stats key (counters.h).
 #define CONCERT_COUNTER_FIELD(name, key) uint64_t key = 0;
