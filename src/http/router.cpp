@@ -15,6 +15,10 @@ constexpr std::string_view kQueueEvents = "/queue/events";
 constexpr std::string_view kHealthz = "/_room/healthz";
 constexpr std::string_view kStats = "/_room/stats";
 constexpr std::string_view kCap = "/_room/cap";
+constexpr std::string_view kDashboard = "/_room/";
+constexpr std::string_view kDashboardScript = "/_room/chart.js";
+constexpr std::string_view kHistory = "/_room/history";
+constexpr std::string_view kHistoryEvents = "/_room/history/events";
 
 bool matchesAny(const config::PathList& rules, std::string_view path) {
   for (const config::PathRule& rule : rules)
@@ -29,6 +33,8 @@ std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kQueueEvents) return "GET";
   if (decoded_path == kHealthz || decoded_path == kStats) return "GET, HEAD";
   if (decoded_path == kCap) return "POST";
+  if (decoded_path == kDashboard || decoded_path == kDashboardScript || decoded_path == kHistory) return "GET, HEAD";
+  if (decoded_path == kHistoryEvents) return "GET";
   return {};
 }
 
@@ -43,6 +49,11 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (decoded_path == kHealthz) return (method == "GET" || method == "HEAD") ? Route::Healthz : Route::MethodNotAllowed;
   if (decoded_path == kStats) return (method == "GET" || method == "HEAD") ? Route::Stats : Route::MethodNotAllowed;
   if (decoded_path == kCap) return method == "POST" ? Route::Cap : Route::MethodNotAllowed;
+  const bool get_or_head = method == "GET" || method == "HEAD";
+  if (decoded_path == kDashboard) return get_or_head ? Route::Dashboard : Route::MethodNotAllowed;
+  if (decoded_path == kDashboardScript) return get_or_head ? Route::DashboardScript : Route::MethodNotAllowed;
+  if (decoded_path == kHistory) return get_or_head ? Route::History : Route::MethodNotAllowed;
+  if (decoded_path == kHistoryEvents) return method == "GET" ? Route::HistoryEvents : Route::MethodNotAllowed;
   if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;
   if (matchesAny(config.asset_public, decoded_path)) return Route::PublicAsset;

@@ -1,6 +1,7 @@
 // Routing of a parsed request head, in this order:
 //   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
-//   /_room/cap)
+//   /_room/cap, the dashboard's /_room/, /_room/chart.js, /_room/history and
+//   /_room/history/events)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   a client in -bypass-cidrs, or -bypass -> proxy, no guard;  -assets -> private asset guard;
 //   -asset-public -> public asset guard;  -long-lived -> page admission, then
@@ -23,6 +24,10 @@ enum class Route {
   Healthz,           // GET /_room/healthz
   Stats,             // GET /_room/stats
   Cap,               // POST /_room/cap
+  Dashboard,         // GET /_room/ (admin): the dashboard page
+  DashboardScript,   // GET /_room/chart.js (admin): the charting library it draws with
+  History,           // GET /_room/history (admin): the last hour's samples as JSON
+  HistoryEvents,     // GET /_room/history/events (admin): each new sample, as an event stream
   MethodNotAllowed,  // a reserved path with another method (405 + Allow)
   Bypass,
   PrivateAsset,
