@@ -6,7 +6,8 @@ SYSCONFDIR ?= /etc/concert
 MESON_OPTS ?=
 
 BUILD_PKGS := g++ make meson ninja-build pkg-config python3 libevent-dev libssl-dev \
-              libboost-dev libyaml-cpp-dev nlohmann-json3-dev doctest-dev libbenchmark-dev node-llhttp
+              libboost-dev libyaml-cpp-dev nlohmann-json3-dev doctest-dev libbenchmark-dev node-llhttp \
+              libjs-chart.js
 TEST_PKGS  := curl chromium mandoc procps prometheus
 BENCH_PKGS := wrk haproxy nginx-light apache2-utils linux-perf
 FUZZ_PKGS  := clang libclang-rt-14-dev

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "admission/context.h"
 #include "admission/guard.h"
@@ -29,6 +30,46 @@ std::unique_ptr<RequestGuard> makeAssetGuard(const AdmissionContext& context, bo
 
 // GET /queue/status (and OPTIONS -> 204).
 http::LocalResponse handleQueueStatus(const AdmissionContext& context, const http::Request& request, Millis now);
+
+// An event stream the worker keeps open (text/event-stream, answered
+// locally): the waiting page's GET /queue/events (QueueEvents) and the
+// dashboard's GET /_room/history/events (dashboard.h). The feed decides what
+// the stream says; the worker owns the connection, the wire framing, the
+// keep-alive comments, the timers and the order of its streams
+// (worker/worker.h), and treats every feed alike.
+class EventFeed {
+ public:
+  struct Event {
+    enum class Kind { None, Position, Ready, End, Samples };
+    Event(Kind k = Kind::None, std::string d = {}, std::string i = {})
+        : kind(k), data(std::move(d)), id(std::move(i)) {}
+
+    Kind kind = Kind::None;
+    std::string data;  // Position, Ready: the /queue/status body; Samples: a JSON array
+    std::string id;    // Samples: the event id (the last sample's index), "" for none
+
+    bool ends() const { return kind == Kind::Ready || kind == Kind::End; }
+    // As sent on the stream: "event: NAME\ndata: JSON\n\n" (preceded by
+    // "id: ID\n" when there is one); End is the reconnection hint
+    // "retry: MS\n\n"; None is "".
+    std::string text() const;
+  };
+
+  struct Opening {
+    bool stream = false;           // false: `response` is the whole answer
+    http::LocalResponse response;  // stream: status and headers of the head (no body)
+    Event first;                   // stream: the first event (None: nothing yet)
+  };
+
+  virtual ~EventFeed() = default;
+  virtual Opening open(const http::Request& request, Millis now) = 0;  // once
+  // What to send now (None: nothing); `may_send_position` as QueueEvents says.
+  virtual Event recheck(Millis now, bool may_send_position) = 0;
+  // Where the worker files the stream: waiting pages by ticket, so that a
+  // wake-up's walk stops early; other feeds after every ticket (kLast).
+  virtual uint64_t ticket() const = 0;
+  static constexpr uint64_t kLast = UINT64_MAX;
+};
 
 // GET /queue/events: the waiting page learns its turn by push (traffic.md
 // §1.4). One object per stream decides what the stream says; the worker owns
@@ -60,35 +101,18 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
 // From open() until the stream ends (or the object goes) it is registered as
 // a PageSlot waiter, and it registers before its first look at the ticket: a
 // release or finished ticket in any worker wakes this one (context.h).
-class QueueEvents {
+class QueueEvents final : public EventFeed {
  public:
   static constexpr Millis kPositionEvery = 5'000;
 
-  struct Event {
-    enum class Kind { None, Position, Ready, End };
-    Kind kind = Kind::None;
-    std::string data;  // Position, Ready: the /queue/status body
-
-    bool ends() const { return kind == Kind::Ready || kind == Kind::End; }
-    // As sent on the stream: "event: NAME\ndata: JSON\n\n"; End is the
-    // reconnection hint "retry: MS\n\n"; None is "".
-    std::string text() const;
-  };
-
-  struct Opening {
-    bool stream = false;           // false: `response` is the whole answer
-    http::LocalResponse response;  // stream: status and headers of the head (no body)
-    Event first;                   // stream: Position or Ready
-  };
-
   explicit QueueEvents(const AdmissionContext& context);
-  ~QueueEvents();
+  ~QueueEvents() override;
   QueueEvents(const QueueEvents&) = delete;
   QueueEvents& operator=(const QueueEvents&) = delete;
 
-  Opening open(const http::Request& request, Millis now);  // once
-  Event recheck(Millis now, bool may_send_position = true);  // None once the stream ended
-  uint64_t ticket() const { return cookie_.ticket; }
+  Opening open(const http::Request& request, Millis now) override;  // first: Position or Ready
+  Event recheck(Millis now, bool may_send_position = true) override;  // None once the stream ended
+  uint64_t ticket() const override { return cookie_.ticket; }
 
  private:
   Event ended(Event event);

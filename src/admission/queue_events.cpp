@@ -24,10 +24,12 @@ constexpr Millis kRetryMs = 1'000;  // reconnection delay hinted when a stream e
 
 }  // namespace
 
-std::string QueueEvents::Event::text() const {
+std::string EventFeed::Event::text() const {
+  const std::string id_line = id.empty() ? std::string() : "id: " + id + "\n";
   switch (kind) {
-    case Kind::Position: return "event: position\ndata: " + data + "\n\n";
-    case Kind::Ready: return "event: ready\ndata: " + data + "\n\n";
+    case Kind::Position: return id_line + "event: position\ndata: " + data + "\n\n";
+    case Kind::Ready: return id_line + "event: ready\ndata: " + data + "\n\n";
+    case Kind::Samples: return id_line + "event: samples\ndata: " + data + "\n\n";
     case Kind::End: return "retry: " + std::to_string(kRetryMs) + "\n\n";
     case Kind::None: break;
   }

@@ -24,6 +24,10 @@ bool startsWith(std::string_view s, std::string_view prefix) {
 }
 constexpr std::string_view kMetrics = "/_room/metrics";
 constexpr std::string_view kReport = "/_room/report";
+constexpr std::string_view kDashboard = "/_room/";
+constexpr std::string_view kDashboardScript = "/_room/chart.js";
+constexpr std::string_view kHistory = "/_room/history";
+constexpr std::string_view kHistoryEvents = "/_room/history/events";
 
 bool matchesAny(const config::PathList& rules, std::string_view path) {
   for (const config::PathRule& rule : rules)
@@ -41,6 +45,8 @@ std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kQueue) return "GET, HEAD";
   if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size()) return "DELETE";
   if (decoded_path == kMetrics || decoded_path == kReport) return "GET, HEAD";
+  if (decoded_path == kDashboard || decoded_path == kDashboardScript || decoded_path == kHistory) return "GET, HEAD";
+  if (decoded_path == kHistoryEvents) return "GET";
   return {};
 }
 
@@ -66,6 +72,11 @@ Route route(const config::Config& config, std::string_view method, std::string_v
     return method == "DELETE" ? Route::QueueRemove : Route::MethodNotAllowed;
   if (decoded_path == kMetrics) return (method == "GET" || method == "HEAD") ? Route::Metrics : Route::MethodNotAllowed;
   if (decoded_path == kReport) return (method == "GET" || method == "HEAD") ? Route::Report : Route::MethodNotAllowed;
+  const bool get_or_head = method == "GET" || method == "HEAD";
+  if (decoded_path == kDashboard) return get_or_head ? Route::Dashboard : Route::MethodNotAllowed;
+  if (decoded_path == kDashboardScript) return get_or_head ? Route::DashboardScript : Route::MethodNotAllowed;
+  if (decoded_path == kHistory) return get_or_head ? Route::History : Route::MethodNotAllowed;
+  if (decoded_path == kHistoryEvents) return method == "GET" ? Route::HistoryEvents : Route::MethodNotAllowed;
   if (admin_listener) return Route::NotFound;
   if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;

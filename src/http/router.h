@@ -2,7 +2,8 @@
 //   with -admin-listen, /_room/ paths but healthz on the public listener, and
 //   anything but /_room/ on the admin one -> 404
 //   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
-//   /_room/cap, /_room/metrics, /_room/report, /_room/queue, /_room/queue/<ticket>)
+//   /_room/cap, /_room/metrics, /_room/report, /_room/queue, /_room/queue/<ticket>,
+//   the dashboard's /_room/, /_room/chart.js, /_room/history and /_room/history/events)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   a client in -bypass-cidrs, or -bypass -> proxy, no guard;  -assets -> private asset guard;
 //   -asset-public -> public asset guard;  -long-lived -> page admission, then
@@ -30,6 +31,10 @@ enum class Route {
   NotFound,          // /_room/ on the public listener with -admin-listen, anything else on the admin one
   Metrics,           // GET /_room/metrics
   Report,            // GET /_room/report (admin)
+  Dashboard,         // GET /_room/ (admin): the dashboard page
+  DashboardScript,   // GET /_room/chart.js (admin): the charting library it draws with
+  History,           // GET /_room/history (admin): the last hour's samples as JSON
+  HistoryEvents,     // GET /_room/history/events (admin): each new sample, as an event stream
   MethodNotAllowed,  // a reserved path with another method (405 + Allow)
   Bypass,
   PrivateAsset,

@@ -47,6 +47,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <memory>
 
@@ -180,6 +181,7 @@ class Master {
   Millis next_janitor_ = 0;
   Millis next_reap_ = 0;
   Millis next_sweep_ = 0;
+  shm::HistorySampler history_;  // the dashboard's samples (janitor); kept across reloads
 
   bool stopping_ = false;
   bool stop_now_ = false;
@@ -666,6 +668,10 @@ void Master::janitor(Millis now) {
     segment_->passes().sweep(now, config_->admit_ttl);
     next_sweep_ = now + std::max<Millis>(config_->admit_ttl / 2, kMinPassSweep);
   }
+  // The dashboard's history (shm/history.h): this process is its only writer.
+  segment_->history().record(history_.next(time(nullptr), segment_->stats().snapshot(now),
+                                           segment_->histograms().merged(shm::Histogram::QueueWait),
+                                           segment_->histograms().merged(shm::Histogram::UpstreamResponse)));
   refreshReadiness();
   for (size_t slot = 0; slot < procs_.size(); ++slot) {
     WorkerProc& p = procs_[slot];

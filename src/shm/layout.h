@@ -36,6 +36,8 @@
 //               holding the entry; the live count by CAS from anyone;
 //               last_seen by issuers and strikers; audit by the master;
 //               create_lock by creators (and the master in reclaim).
+//   History     the master's janitor only, one entry a second (seqlock per
+//               entry, history.h); everyone else only reads.
 //
 // A SIGKILL leaves the words as they were at that instruction: every
 // structure here is laid out so that what a dead worker held is named by its
@@ -57,12 +59,13 @@
 
 #include "shm/counted_bits.h"
 #include "shm/histograms.h"
+#include "shm/history.h"
 #include "shm/types.h"
 
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 8;
+constexpr uint32_t kLayoutVersion = 9;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -289,6 +292,20 @@ struct alignas(64) SlotRecord {
   alignas(64) HistogramCells histograms[kHistogramCount];  // histograms.h: only this slot's worker
 };
 
+// ------------------------------------------------------------------ history
+// The dashboard's last hour (history.h): sample n in entries[n % kHistorySamples].
+constexpr size_t kHistoryWords = 8;  // the words of one HistorySample (its index is implied)
+
+struct HistoryEntry {
+  std::atomic<uint64_t> seq;  // 0: never written; 2n + 1: sample n being written; 2n + 2: holds sample n
+  std::atomic<uint64_t> words[kHistoryWords];
+};
+
+struct alignas(64) HistoryRing {
+  std::atomic<uint64_t> written;  // samples ever written
+  alignas(64) HistoryEntry entries[kHistorySamples];
+};
+
 // ------------------------------------------------------------------ the view
 // This process's pointers into the mapping (identical in every forked
 // process) and the geometry it was carved with. Filled once by
@@ -319,6 +336,7 @@ class Layout {
   RevocationEntry* revocations = nullptr;
   ClientEntry* clients = nullptr;
   std::atomic<uint32_t>* client_tags = nullptr;  // per ring entry (packClientTag)
+  HistoryRing* history = nullptr;
 
   TicketEntry& entry(uint64_t ticket) const { return entries[ticket & ring_mask]; }
   uint32_t index(uint64_t ticket) const { return static_cast<uint32_t>(ticket & ring_mask); }

@@ -44,7 +44,7 @@ bool validGeometry(const Geometry& g) {
 
 struct Offsets {
   size_t slots, entries, cookie_sent, issued_at, waiting, returned, missed, out, pass_state, pass_id, pass_last_used, pass_cells,
-      pass_locks, revocations, clients, client_tags, total;
+      pass_locks, revocations, clients, client_tags, history, total;
 };
 
 Offsets carve(const Geometry& g) {
@@ -71,6 +71,7 @@ Offsets carve(const Geometry& g) {
   o.revocations = take(sizeof(RevocationEntry) * g.revocation_table_size);
   o.clients = take(sizeof(ClientEntry) * g.client_table_size);
   o.client_tags = take(sizeof(uint32_t) * g.ring_size);
+  o.history = take(sizeof(HistoryRing));
   o.total = at;
   return o;
 }
@@ -127,6 +128,7 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       tickets_(mapping_->layout, slots_, pages_, sessions_, clients_, line_rate_),
       passes_(mapping_->layout, slots_),
       histograms_(mapping_->layout, slots_),
+      history_(mapping_->layout, slots_),
       revocations_(mapping_->layout, slots_),
       stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, clients_, slots_) {}
 
@@ -166,6 +168,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.revocations = reinterpret_cast<RevocationEntry*>(base + off.revocations);
   l.clients = reinterpret_cast<ClientEntry*>(base + off.clients);
   l.client_tags = reinterpret_cast<std::atomic<uint32_t>*>(base + off.client_tags);
+  l.history = reinterpret_cast<HistoryRing*>(base + off.history);
   for (uint32_t s = 0; s < geometry.worker_slots; ++s) new (&l.slots[s]) SlotRecord();
 
   Header& h = *l.header;

@@ -15,6 +15,7 @@
 //   revocations()  passes whose session the origin ended     revocations.h
 //   clients()  per-client live tickets, strikes and bans   clients.h
 //   histograms()  queue wait and origin response times     histograms.h
+//   history()  the dashboard's last hour, a sample a second  history.h
 //   slots()    worker slots, heartbeats and wake-ups        worker_slots.h
 //   stats()    counters, generation, the stats snapshot     stats.h
 // The value types they take and return are in types.h; what every handle
@@ -42,6 +43,7 @@
 
 #include "shm/clients.h"
 #include "shm/histograms.h"
+#include "shm/history.h"
 #include "shm/line_rate.h"
 #include "shm/pass_table.h"
 #include "shm/revocations.h"
@@ -93,6 +95,9 @@ class Segment {
   const Clients& clients() const { return clients_; }
   Histograms& histograms() { return histograms_; }
   const Histograms& histograms() const { return histograms_; }
+  // Written by the master's janitor only (record), read by anyone.
+  History& history() { return history_; }
+  const History& history() const { return history_; }
   WorkerSlots& slots() { return slots_; }
   const WorkerSlots& slots() const { return slots_; }
   Stats& stats() { return stats_; }
@@ -127,6 +132,7 @@ class Segment {
   TicketRing tickets_;
   PassTable passes_;
   Histograms histograms_;
+  History history_;
   Revocations revocations_;
   Stats stats_;
 };

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "admission/abuse.h"
 #include "admission/admission.h"
+#include "admission/dashboard.h"
 #include "admission/session.h"
 #include "http/client_address.h"
 #include "http/proxy_protocol.h"
@@ -381,6 +382,10 @@ void ClientConnection::dispatch() {
     case http::Route::Stats: respondLocal(admission::handleStats(ctx, request_), false); return;
     case http::Route::Metrics: respondLocal(admission::handleMetrics(ctx, request_), false); return;
     case http::Route::Report: respondLocal(admission::handleReport(ctx, request_), false); return;
+    case http::Route::Dashboard: respondLocal(admission::handleDashboard(ctx, request_), false); return;
+    case http::Route::DashboardScript: respondLocal(admission::handleDashboardScript(ctx, request_), false); return;
+    case http::Route::History: respondLocal(admission::handleHistory(ctx, request_), false); return;
+    case http::Route::HistoryEvents: openEvents(started_ms_); return;
     case http::Route::Cap:
       if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxCapBody)) {
         failRequest(413);
@@ -477,8 +482,11 @@ void ClientConnection::recheckAdmission(Millis now) {
 // ------------------------------------------------------------ event streams
 
 void ClientConnection::openEvents(Millis now) {
-  events_ = std::make_unique<admission::QueueEvents>(host_.admission());
-  admission::QueueEvents::Opening opening = events_->open(request_, now);
+  if (route_ == http::Route::HistoryEvents)
+    events_ = admission::makeHistoryEvents(host_.admission());
+  else
+    events_ = std::make_unique<admission::QueueEvents>(host_.admission());
+  admission::EventFeed::Opening opening = events_->open(request_, now);
   if (!opening.stream) {
     events_.reset();
     respondLocal(std::move(opening.response), false);
@@ -507,9 +515,9 @@ bool ClientConnection::recheckStream(Millis now, bool tick, bool may_send_positi
   if (closed_ || state_ != State::EventStream) return false;
   bool position = false;
   CONCERT_CALLBACK_GUARD(this, {
-    admission::QueueEvents::Event event = events_->recheck(now, may_send_position);
-    position = event.kind == admission::QueueEvents::Event::Kind::Position;
-    if (event.kind != admission::QueueEvents::Event::Kind::None)
+    admission::EventFeed::Event event = events_->recheck(now, may_send_position);
+    position = event.kind == admission::EventFeed::Event::Kind::Position;
+    if (event.kind != admission::EventFeed::Event::Kind::None)
       streamWrite(event.text(), now);
     else if (tick && now - stream_written_ms_ >= kKeepAliveEvery)
       streamWrite(admission::kEventStreamKeepAlive, now);

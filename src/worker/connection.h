@@ -11,7 +11,9 @@
 //                            └─ close ─▶ Closing (flush) ─▶ Lingering ─▶ freed
 //
 // EventStream: a waiting page's GET /queue/events, answered locally for as
-// long as its ticket waits. admission::QueueEvents says what to send; the
+// long as its ticket waits (or the dashboard's GET /_room/history/events,
+// for as long as the dashboard is open). An admission::EventFeed says what
+// to send; the
 // connection frames it (chunked for HTTP/1.1, delimited by the close for
 // HTTP/1.0), adds a keep-alive comment after kKeepAliveEvery without a
 // write, and ends the stream (terminating chunk, then keep-alive or close)
@@ -180,8 +182,8 @@ class ClientConnection final : private OriginExchange::Client {
   bool body_error_ = false;
   std::string collected_;
 
-  // GET /queue/events
-  std::unique_ptr<admission::QueueEvents> events_;
+  // GET /queue/events, GET /_room/history/events
+  std::unique_ptr<admission::EventFeed> events_;
   bool stream_chunked_ = false;
   bool stream_keep_alive_ = false;  // after the stream ends
   Millis stream_written_ms_ = 0;

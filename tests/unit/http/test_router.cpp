@@ -167,3 +167,22 @@ TEST_CASE("a client in -bypass-cidrs: every path but the reserved ones is Bypass
   CHECK(route(c, "DELETE", "/_room/stats", true) == Route::MethodNotAllowed);
   CHECK(route(c, "GET", "/", false) == Route::Page);
 }
+
+TEST_CASE("the dashboard's paths: the page, its script and its data, exact matches only") {
+  config::Config c = routedConfig();
+  CHECK(route(c, "GET", "/_room/") == Route::Dashboard);
+  CHECK(route(c, "HEAD", "/_room/") == Route::Dashboard);
+  CHECK(route(c, "GET", "/_room/chart.js") == Route::DashboardScript);
+  CHECK(route(c, "HEAD", "/_room/chart.js") == Route::DashboardScript);
+  CHECK(route(c, "GET", "/_room/history") == Route::History);
+  CHECK(route(c, "HEAD", "/_room/history") == Route::History);
+  CHECK(route(c, "GET", "/_room/history/events") == Route::HistoryEvents);
+  CHECK(route(c, "HEAD", "/_room/history/events") == Route::MethodNotAllowed);
+  CHECK(route(c, "POST", "/_room/") == Route::MethodNotAllowed);
+  CHECK(route(c, "POST", "/_room/history") == Route::MethodNotAllowed);
+  CHECK(allowedMethods("/_room/") == "GET, HEAD");
+  CHECK(allowedMethods("/_room/history/events") == "GET");
+  CHECK(route(c, "GET", "/_room//") == Route::Page);
+  CHECK(route(c, "GET", "/_room/history/") == Route::Page);
+  CHECK(route(c, "GET", "/_room/chart.min.js") == Route::Page);
+}
