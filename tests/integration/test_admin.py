@@ -38,7 +38,9 @@ class AdminListenTest(unittest.TestCase):
             self.assertNotEqual(c.admin_port, c.port)
             # Public listener: /_room/ is gone but healthz; pages are served.
             for method, path in [("GET", "/_room/stats"), ("POST", "/_room/cap"), ("GET", "/_room/queue"),
-                                 ("DELETE", "/_room/queue/1"), ("GET", "/_room/"), ("GET", "/_room/anything")]:
+                                 ("DELETE", "/_room/queue/1"), ("GET", "/_room/"), ("GET", "/_room/anything"),
+                                 ("GET", "/_room/metrics"), ("GET", "/_room/report"), ("GET", "/_room/history"),
+                                 ("GET", "/_room/chart.js")]:
                 status, _, _ = c.request(method, path, AUTH, b'{"cap":2}' if method == "POST" else None)
                 self.assertEqual(status, 404, (method, path))
             self.assertEqual(c.get("/_room/healthz")[0], 200)
@@ -50,8 +52,9 @@ class AdminListenTest(unittest.TestCase):
             status, _, body = c.admin("POST", "/_room/cap", {}, b'{"cap":3}')
             self.assertEqual(status, 200, body)
             self.assertEqual(c.stats()["cap"], 3)
-            self.assertEqual(c.admin("GET", "/_room/queue")[0], 200)
-            self.assertEqual(c.admin("GET", "/_room/healthz")[0], 200)
+            for path in ("/_room/queue", "/_room/healthz", "/_room/metrics", "/_room/report", "/_room/",
+                         "/_room/history", "/_room/chart.js"):
+                self.assertEqual(c.admin("GET", path)[0], 200, path)
             self.assertEqual(c.admin("GET", "/page")[0], 404)
             # Nothing of the above reached the origin but the one page.
             self.assertEqual(self.origin.recorder.hits(), 1)
