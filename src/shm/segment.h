@@ -16,6 +16,8 @@
 //   clients()  per-client live tickets, strikes and bans   clients.h
 //   slots()    worker slots, heartbeats and wake-ups        worker_slots.h
 //   stats()    counters, generation, the stats snapshot     stats.h
+//   modes()    the room's mode (open, pause, ...)           modes.h
+//   admitRate()  the admission rate's bucket                admit_rate.h
 // The value types they take and return are in types.h; what every handle
 // holds, and its duty towards a dead worker (reclaim), in handle.h.
 //
@@ -39,8 +41,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "shm/admit_rate.h"
 #include "shm/clients.h"
 #include "shm/line_rate.h"
+#include "shm/modes.h"
 #include "shm/pass_table.h"
 #include "shm/revocations.h"
 #include "shm/semaphore.h"
@@ -93,6 +97,10 @@ class Segment {
   const WorkerSlots& slots() const { return slots_; }
   Stats& stats() { return stats_; }
   const Stats& stats() const { return stats_; }
+  Modes& modes() { return modes_; }
+  const Modes& modes() const { return modes_; }
+  AdmitRate& admitRate() { return admit_rate_; }
+  const AdmitRate& admitRate() const { return admit_rate_; }
 
   // A strike of `weight` against a client (clients.h), from any worker.
   // abuse_strikes_total counts the weight. When it starts a ban
@@ -120,6 +128,8 @@ class Segment {
   Sessions sessions_;
   Clients clients_;     // before tickets_, which counts tickets on it
   LineRate line_rate_;  // before tickets_, which counts admissions on it
+  Modes modes_;         // before tickets_: the mode and the rate decide readiness
+  AdmitRate admit_rate_;
   TicketRing tickets_;
   PassTable passes_;
   Revocations revocations_;

@@ -79,7 +79,8 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "upstream",
                                        "utilization",
                                        "worker_restarts_total",
-                                       "workers"};
+                                       "workers",
+                                       "would_queue_total"};
   CHECK(keys == expected);
   CHECK(std::is_sorted(keys.begin(), keys.end()));
   CHECK(r.body.find("\"cap\":1,") != std::string::npos);
@@ -87,7 +88,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
   CHECK(r.body.find("\"token_ttl\":\"5m0s\"") != std::string::npos);
   CHECK(r.body.find("\"upstream\":\"http://127.0.0.1:3000\"") != std::string::npos);
   CHECK(r.body.find("\"max_queue_depth\":100,") != std::string::npos);
-  CHECK(r.body.find("\"workers\":1}") != std::string::npos);
+  CHECK(r.body.find("\"workers\":1,") != std::string::npos);
   CHECK(r.body.find("\"generation\":1,") != std::string::npos);
 }
 
@@ -107,12 +108,13 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
         "\"evicted_total\":101,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
         "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
         "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,"
-        "\"promoted_total\":103,\"proxy_protocol_rejected_total\":127,"
+        "\"promoted_total\":103,\"proxy_protocol_rejected_total\":128,"
         "\"queue_depth\":0,\"queued_total\":100,\"reloads_total\":110,\"ring_full_total\":108,"
         "\"slots_reclaimed_total\":112,\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,"
         "\"timeouts_keepalive_total\":120,\"timeouts_send_total\":119,\"timeouts_total\":102,"
         "\"timeouts_tunnel_total\":122,\"timeouts_upstream_read_total\":121,\"token_ttl\":\"5m0s\","
-        "\"upstream\":\"http://127.0.0.1:3000\",\"utilization\":0.1,\"worker_restarts_total\":111,\"workers\":1}");
+        "\"upstream\":\"http://127.0.0.1:3000\",\"utilization\":0.1,\"worker_restarts_total\":111,\"workers\":1,"
+        "\"would_queue_total\":127}");
 }
 
 TEST_CASE("ops: cap endpoint") {
