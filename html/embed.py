@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compiles the HTML pages into the binary.
 
-usage: embed.py OUTPUT.cpp waiting_room.html queue_full.html busy.html
+usage: embed.py OUTPUT.cpp waiting_room.html queue_full.html busy.html maintenance.html
 
 Writes a C++ file defining the std::string_view constants declared in
 src/admission/pages.h. The bytes are emitted as escaped string literals, so any
@@ -9,7 +9,7 @@ page content (quotes, backslashes, non-ASCII) survives exactly.
 """
 import sys
 
-NAMES = ["kWaitingRoomHtml", "kQueueFullHtml", "kBusyHtml"]
+NAMES = ["kWaitingRoomHtml", "kQueueFullHtml", "kBusyHtml", "kMaintenanceHtml"]
 
 
 def literal(name, data):
