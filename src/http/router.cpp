@@ -15,6 +15,7 @@ constexpr std::string_view kQueueEvents = "/queue/events";
 constexpr std::string_view kHealthz = "/_room/healthz";
 constexpr std::string_view kStats = "/_room/stats";
 constexpr std::string_view kCap = "/_room/cap";
+constexpr std::string_view kMode = "/_room/mode";
 
 bool matchesAny(const config::PathList& rules, std::string_view path) {
   for (const config::PathRule& rule : rules)
@@ -29,6 +30,7 @@ std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kQueueEvents) return "GET";
   if (decoded_path == kHealthz || decoded_path == kStats) return "GET, HEAD";
   if (decoded_path == kCap) return "POST";
+  if (decoded_path == kMode) return "GET, HEAD, POST";
   return {};
 }
 
@@ -43,6 +45,8 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (decoded_path == kHealthz) return (method == "GET" || method == "HEAD") ? Route::Healthz : Route::MethodNotAllowed;
   if (decoded_path == kStats) return (method == "GET" || method == "HEAD") ? Route::Stats : Route::MethodNotAllowed;
   if (decoded_path == kCap) return method == "POST" ? Route::Cap : Route::MethodNotAllowed;
+  if (decoded_path == kMode)
+    return (method == "GET" || method == "HEAD" || method == "POST") ? Route::Mode : Route::MethodNotAllowed;
   if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;
   if (matchesAny(config.asset_public, decoded_path)) return Route::PublicAsset;

@@ -1,6 +1,6 @@
 // Routing of a parsed request head, in this order:
 //   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
-//   /_room/cap)
+//   /_room/cap, /_room/mode)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   a client in -bypass-cidrs, or -bypass -> proxy, no guard;  -assets -> private asset guard;
 //   -asset-public -> public asset guard;  -long-lived -> page admission, then
@@ -23,6 +23,7 @@ enum class Route {
   Healthz,           // GET /_room/healthz
   Stats,             // GET /_room/stats
   Cap,               // POST /_room/cap
+  Mode,              // GET, HEAD or POST /_room/mode
   MethodNotAllowed,  // a reserved path with another method (405 + Allow)
   Bypass,
   PrivateAsset,

@@ -243,7 +243,7 @@ void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len
       break;
     }
     case Sink::Collect:
-      if (c->collected_.size() + len > kMaxCapBody) {
+      if (c->collected_.size() + len > kMaxAdminBody) {
         c->body_error_ = true;
         return;
       }
@@ -377,20 +377,13 @@ void ClientConnection::dispatch() {
     case http::Route::QueueEvents: openEvents(started_ms_); return;
     case http::Route::Healthz: respondLocal(admission::handleHealthz(ctx, request_), false); return;
     case http::Route::Stats: respondLocal(admission::handleStats(ctx, request_), false); return;
-    case http::Route::Cap:
-      if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxCapBody)) {
-        failRequest(413);
+    case http::Route::Cap: collectBody(); return;
+    case http::Route::Mode:
+      if (request_.method == "POST") {
+        collectBody();
         return;
       }
-      collected_.clear();
-      sink_ = Sink::Collect;
-      state_ = State::LocalBody;
-      if (body_done_) {
-        bodyFinished();
-        return;
-      }
-      if (request_.expect_continue) client_.write(kContinue, sizeof kContinue - 1);
-      pumpBody();
+      respondLocal(admission::handleMode(ctx, request_, {}), false);
       return;
     case http::Route::MethodNotAllowed: {
       http::LocalResponse r = http::plainText(405, "method not allowed\n");
@@ -616,10 +609,31 @@ void ClientConnection::pumpBody() {
   }
 }
 
+void ClientConnection::collectBody() {
+  if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxAdminBody)) {
+    failRequest(413);
+    return;
+  }
+  collected_.clear();
+  sink_ = Sink::Collect;
+  state_ = State::LocalBody;
+  if (body_done_) {
+    bodyFinished();
+    return;
+  }
+  if (request_.expect_continue) client_.write(kContinue, sizeof kContinue - 1);
+  pumpBody();
+}
+
+http::LocalResponse ClientConnection::answerCollected() {
+  if (route_ == http::Route::Mode) return admission::handleMode(host_.admission(), request_, collected_);
+  return admission::handleCap(host_.admission(), request_, collected_);
+}
+
 void ClientConnection::bodyFinished() {
   body_done_ = true;
   switch (sink_) {
-    case Sink::Collect: respondLocal(admission::handleCap(host_.admission(), request_, collected_), false); return;
+    case Sink::Collect: respondLocal(answerCollected(), false); return;
     case Sink::Discard: endRequest(true); return;
     case Sink::Upstream:
       if (Stream* origin = exchange_.origin(); origin && body_mode_ == BodyMode::Chunked)
