@@ -17,8 +17,9 @@
 //                occupancy and its invariant (never above the cap) hold in
 //                every mode; one that finds none goes without a slot, and it
 //                and one that arrives while anybody waits count in
-//                would_queue_total. Every waiting ticket is ready (its holder
-//                goes straight in and the ticket leaves the line).
+//                would_queue_total. Every waiting ticket is ready: its holder
+//                goes straight in and the ticket leaves the line, or, not
+//                back within the claim window, misses its turn as usual.
 // Switching back from passthrough with more than cap in flight: the slotless
 // requests are invisible to the page semaphore, so for as long as they run
 // the origin sees up to cap plus them; no slot leaks (each request gives back
