@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compiles the HTML pages into the binary.
 
-usage: embed.py OUTPUT.cpp waiting_room.html queue_full.html busy.html
+usage: embed.py OUTPUT.cpp waiting_room.html queue_full.html busy.html maintenance.html
        embed.py --header admission/dashboard.h OUTPUT.cpp kName=FILE...
 
 Writes a C++ file defining the std::string_view constants declared in
@@ -11,7 +11,7 @@ content (quotes, backslashes, non-ASCII) survives exactly.
 """
 import sys
 
-NAMES = ["kWaitingRoomHtml", "kQueueFullHtml", "kBusyHtml"]
+NAMES = ["kWaitingRoomHtml", "kQueueFullHtml", "kBusyHtml", "kMaintenanceHtml"]
 
 
 def literal(name, data):

@@ -141,6 +141,10 @@ http::LocalResponse handleHealthz(const AdmissionContext& context, const http::R
 http::LocalResponse handleStats(const AdmissionContext& context, const http::Request& request);
 http::LocalResponse handleCap(const AdmissionContext& context, const http::Request& request,
                               const std::string& body);
+// GET (or HEAD) /_room/mode: {"mode": "..."}; POST with {"mode": "..."}
+// (body) sets the room's mode for every worker (shm/modes.h) and answers the
+// same; 400 {"error": ...} for a bad body. Admin only (adminRefusal).
+http::LocalResponse handleMode(const AdmissionContext& context, const http::Request& request, std::string_view body);
 
 // GET /_room/queue?limit=N (default 50, at most 1000): the head of the line,
 // oldest first, `[{"ticket", "age_seconds", "client", "last_seen_seconds",

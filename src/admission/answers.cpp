@@ -103,6 +103,12 @@ http::LocalResponse busyResponse(const config::Config& config, const http::Reque
   return unavailableResponse(config, request, error, kBusyHtml);
 }
 
+http::LocalResponse maintenanceResponse(const config::Config& config, const http::Request& request) {
+  std::string_view page =
+      config.maintenance_template.empty() ? kMaintenanceHtml : std::string_view(config.maintenance_template);
+  return unavailableResponse(config, request, "down for maintenance", page);
+}
+
 http::LocalResponse unavailableResponse(const config::Config& config, const http::Request& request,
                                         std::string_view error, std::string_view html) {
   http::LocalResponse r;

@@ -76,6 +76,11 @@ http::LocalResponse roomFullResponse(const config::Config& config, const http::R
 // JSON {"error": error, ...} or the small "busy" HTML page.
 http::LocalResponse busyResponse(const config::Config& config, const http::Request& request, std::string_view error);
 
+// The answer for a page request without a session while the room rejects
+// (-mode reject): 503 with Retry-After, JSON {"error": "down for
+// maintenance", ...} or the maintenance page (-maintenance-html, else built in).
+http::LocalResponse maintenanceResponse(const config::Config& config, const http::Request& request);
+
 // roomFullResponse and busyResponse: 503 + Retry-After, JSON or the page
 // template `html` ({{.Lang}} and {{.Text.NAME}} filled).
 http::LocalResponse unavailableResponse(const config::Config& config, const http::Request& request,

@@ -1,10 +1,11 @@
 // The ops endpoints:
-// GET /_room/healthz, GET /_room/stats, POST /_room/cap.
+// GET /_room/healthz, GET /_room/stats, POST /_room/cap, GET|POST /_room/mode.
 //
 // Every number comes from the shared segment, so the answer is the same
-// whichever worker's connection it lands on. The only write is the runtime
-// page cap (shm::PageSemaphore::setCap), which the segment applies atomically
-// for every worker; it stays until a reload changes `cap` in the configuration.
+// whichever worker's connection it lands on. The only writes are the runtime
+// page cap (shm::PageSemaphore::setCap) and the room's mode
+// (shm::Modes::set), which the segment applies atomically for every worker;
+// each stays until a reload changes `cap` or `mode` in the configuration.
 #include <openssl/crypto.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "admission/abuse.h"
 #include "admission/answers.h"
 #include "admission/cap_body.h"
+#include "admission/mode_body.h"
 #include "common/json.h"
 #include "common/log.h"
 
@@ -103,6 +105,18 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
                                .add("cap", static_cast<int64_t>(parsed.cap))
                                .add("occupancy", context.segment->pages().occupancy())
                                .str());
+}
+
+http::LocalResponse handleMode(const AdmissionContext& context, const http::Request& request, std::string_view body) {
+  if (std::optional<http::LocalResponse> refused = adminRefusal(context, request)) return std::move(*refused);
+  shm::Modes& modes = context.segment->modes();
+  if (request.method == "POST") {
+    ModeBody parsed = parseModeBody(body);
+    if (!parsed.error.empty()) return jsonResponse(400, common::JsonObject().add("error", parsed.error).str());
+    if (modes.set(parsed.mode) != parsed.mode)
+      LOG_INFO("room mode set to %s via /_room/mode", std::string(shm::roomModeName(parsed.mode)).c_str());
+  }
+  return jsonResponse(200, common::JsonObject().add("mode", shm::roomModeName(modes.mode())).str());
 }
 
 }  // namespace concert::admission

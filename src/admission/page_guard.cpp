@@ -70,6 +70,22 @@
 // rejected_full_total (issue() met the breaker or a full ring),
 // _client_limit_total, _banned_total (banned while held; the worker counts
 // the bans it answers before any guard), _busy_total (busy()).
+// Room modes (shm/modes.h) and the admission rate (shm/admit_rate.h).
+//   pause        nobody goes straight in and no ticket's turn comes: new
+//                arrivals queue, the waiting keep their places, sessions go
+//                on (without the line's owed share, as the line takes none).
+//   reject       a request without a session gets the maintenance page (503),
+//                a held one too when it is next looked at; sessions go on.
+//   passthrough  every page request goes to the origin, sessions or not, held
+//                or not: it takes a page slot if one is free and goes without
+//                one otherwise; a ticket it came with leaves the line.
+//                A request without a session that found no free slot, or
+//                found anybody waiting, counts in would_queue_total: the cap
+//                would have queued it. Sessions are not counted (the cap
+//                holds them, it never queues them).
+//   -admit-rate  going straight in takes a token after the page slot (no
+//                token: the slot goes back and the visitor takes a ticket);
+//                a claim takes one in the ring. Sessions take none.
 #include "admission/admission.h"
 #include "admission/abuse.h"
 #include "admission/answers.h"
@@ -139,7 +155,10 @@ class PageGuard final : public RequestGuard {
   shm::TicketRing& tickets() const { return segment().tickets(); }
 
   Admission start(const http::Request& request, Millis now) {
+    const shm::RoomMode mode = segment().modes().mode();
+    if (mode == shm::RoomMode::Passthrough) return passthrough(request);
     if (sessionPass(context_, request, unixSeconds())) return session(request, now);
+    if (mode == shm::RoomMode::Reject) return respond(maintenanceResponse(config_, request), Outcome::Rejected);
     form_ = request.hasBody() || (request.method != "GET" && request.method != "HEAD");
     crawler_ = isCrawler(request);
     std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
@@ -159,9 +178,7 @@ class PageGuard final : public RequestGuard {
   // A new arrival: straight in when nobody waits and a slot is free, else a
   // ticket at the back of the line (or the breaker).
   Admission arrive(const http::Request& request, Millis now) {
-    if (tickets().liveQueueDepth() == 0 && segment().sessions().waiting() == 0 &&
-        segment().pages().tryAcquire(context_.slot)) {
-      holding_page_ = true;
+    if (straightIn()) {
       count(shm::Counter::AdmissionsDirectTotal);
       return admitted(request);
     }
@@ -178,6 +195,61 @@ class PageGuard final : public RequestGuard {
       case shm::IssueOutcome::RingFull: break;
     }
     return respond(roomFullResponse(config_, request), Outcome::Rejected);
+  }
+
+  // Straight in: the room is open, nobody waits, a page slot is free and the
+  // admission rate has a token for it.
+  bool straightIn() {
+    if (segment().modes().mode() != shm::RoomMode::Open) return false;
+    if (tickets().liveQueueDepth() != 0 || segment().sessions().waiting() != 0) return false;
+    if (!segment().pages().tryAcquire(context_.slot)) return false;
+    if (!segment().admitRate().take(monotonicNs())) {
+      segment().pages().release(context_.slot);
+      return false;
+    }
+    holding_page_ = true;
+    return true;
+  }
+
+  // Passthrough: to the origin whatever the cap says (see the top of the file).
+  Admission passthrough(const http::Request& request) {
+    std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
+    std::optional<shm::TicketCookie> cookie = value ? decodeTicketCookie(*value) : std::nullopt;
+    if (cookie) tickets().claim(*cookie);  // its turn has come: the ticket leaves the line
+    const bool counted = !sessionPass(context_, request, unixSeconds());
+    const bool nobody_waits = tickets().liveQueueDepth() == 0 && segment().sessions().waiting() == 0;
+    const bool slot = goThrough();
+    if (counted && (!slot || !nobody_waits)) segment().stats().count(shm::Counter::WouldQueueTotal);
+    count(counted ? shm::Counter::AdmissionsDirectTotal : shm::Counter::AdmissionsSessionTotal);
+    return admitted(request);
+  }
+
+  // Passthrough: a page slot if one is free (released as usual), else none.
+  bool goThrough() {
+    holding_page_ = segment().pages().tryAcquire(context_.slot);
+    return holding_page_;
+  }
+
+  // A held request (ticket or session) looked at again after the mode
+  // changed to reject or passthrough: the answer it gets now, if any.
+  std::optional<Admission> modeChanged(const http::Request& request) {
+    const shm::RoomMode mode = segment().modes().mode();
+    if (mode == shm::RoomMode::Passthrough) {
+      if (state_ == State::Held) {
+        leaveHold();
+        tickets().claim(cookie_);
+      }
+      leaveSessionWait();
+      goThrough();
+      return admitted(request);
+    }
+    if (mode == shm::RoomMode::Reject && state_ == State::Held) {
+      leaveHold();
+      // Nobody holds a cookie for a ticket issued for this request: it leaves.
+      if (!cookie_presented_) tickets().retire(cookie_.ticket, false);
+      return respond(maintenanceResponse(config_, request), Outcome::Rejected);
+    }
+    return std::nullopt;
   }
 
   // A ticket at the back of the line, charged to the request's client.
@@ -240,6 +312,7 @@ class PageGuard final : public RequestGuard {
   // for abandoned while held) and take its turn once it has come.
   Admission retryHold(const http::Request& request, Millis now) {
     if (waiters_.draining()) return holdExpired(request, now);
+    if (std::optional<Admission> answer = modeChanged(request)) return std::move(*answer);
     shm::TicketView view = tickets().touch(cookie_, now, config_.token_ttl);
     if (view.state == shm::TicketState::Ready && takeTurn(cookie_)) {
       leaveHold();
@@ -334,6 +407,7 @@ class PageGuard final : public RequestGuard {
       leaveSessionWait();
       return busy(request, "no slot free");
     }
+    if (std::optional<Admission> answer = modeChanged(request)) return std::move(*answer);
     if (takeSessionSlot()) {
       leaveSessionWait();
       return admitted(request);
@@ -346,14 +420,17 @@ class PageGuard final : public RequestGuard {
   }
 
   // A slot for a session: any free one the line is not owed (shm/sessions.h).
+  // While the line stands still (pause, reject) it is owed nothing: it could
+  // not take what it is owed, and sessions would wait for nobody.
   bool takeSessionSlot() {
     shm::Sessions& sessions = segment().sessions();
     const int64_t line = tickets().liveQueueDepth();
     const int64_t free = static_cast<int64_t>(segment().pages().cap()) - segment().pages().occupancy();
-    if (free - sessions.owed(line) <= 0) return false;
+    const int64_t owed = segment().modes().lineMoves() ? sessions.owed(line) : 0;
+    if (free - owed <= 0) return false;
     if (!segment().pages().tryAcquire(context_.slot)) return false;
     holding_page_ = true;
-    sessions.sessionAdmitted(line, config_.newcomer_share);
+    if (segment().modes().lineMoves()) sessions.sessionAdmitted(line, config_.newcomer_share);
     count(shm::Counter::AdmissionsSessionTotal);
     return true;
   }

@@ -14,5 +14,8 @@ extern const std::string_view kQueueFullHtml;
 // The 503 page for browsers when a request cannot wait in line: a session
 // held past -session-hold, a form that would queue, a crawler.
 extern const std::string_view kBusyHtml;
+// The 503 page for browsers without a session while the room rejects
+// (-mode reject), unless -maintenance-html names another.
+extern const std::string_view kMaintenanceHtml;
 
 }  // namespace concert::admission

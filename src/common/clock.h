@@ -22,6 +22,12 @@ inline int64_t monotonicUs() {  // microseconds on CLOCK_MONOTONIC
   return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
+inline int64_t monotonicNs() {  // nanoseconds on CLOCK_MONOTONIC
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 inline int64_t unixSeconds() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

@@ -225,6 +225,21 @@ constexpr std::array<Row, kTextCount> kTable = {{
     "qualche secondo.",
     "O site está no limite da capacidade neste momento e o seu pedido não foi enviado. Tente novamente dentro de "
     "alguns segundos."}},
+  {Text::MaintenanceTitle, "MaintenanceTitle", false, {
+    "Down for maintenance",
+    "Wartungsarbeiten",
+    "Maintenance en cours",
+    "En mantenimiento",
+    "Manutenzione in corso",
+    "Em manutenção"}},
+  {Text::MaintenanceText, "MaintenanceText", false, {
+    "The site is closed for a short while for maintenance. Please come back in a few minutes.",
+    "Die Website ist für kurze Zeit wegen Wartungsarbeiten geschlossen. Bitte schauen Sie in ein paar Minuten wieder "
+    "vorbei.",
+    "Le site est fermé quelques instants pour maintenance. Veuillez revenir dans quelques minutes.",
+    "El sitio está cerrado un momento por mantenimiento. Vuelve dentro de unos minutos.",
+    "Il sito è chiuso per poco tempo per manutenzione. Torna tra qualche minuto.",
+    "O site está fechado por pouco tempo para manutenção. Volte dentro de alguns minutos."}},
 }};
 // clang-format on
 

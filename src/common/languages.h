@@ -1,5 +1,5 @@
 // The words of the room's own pages (the waiting page, "the room is full",
-// "busy right now") in every language Concert speaks, the choice of one by
+// "busy right now", the maintenance page) in every language Concert speaks, the choice of one by
 // Accept-Language, and the estimated wait in words. Every string lives in the
 // one table in languages.cpp; the HTML pages name them as {{.Text.NAME}}.
 // Pure data and pure functions: nothing here is shared between processes.
@@ -47,8 +47,10 @@ enum class Text : uint8_t {
   FullText,
   BusyTitle,  // the "busy right now" page
   BusyText,
+  MaintenanceTitle,  // the maintenance page (-mode reject)
+  MaintenanceText,
 };
-inline constexpr size_t kTextCount = static_cast<size_t>(Text::BusyText) + 1;
+inline constexpr size_t kTextCount = static_cast<size_t>(Text::MaintenanceText) + 1;
 
 // "en", "de", "fr", "es", "it", "pt": the value of <html lang> and {{.Lang}}.
 std::string_view languageCode(Language language);

@@ -26,6 +26,11 @@ bool isWaitingPagePlaceholder(std::string_view name);
 inline constexpr std::string_view kWaitingPagePlaceholders =
     "{{.Position}}, {{.SkipURL}}, {{.Lang}}, {{.ETA}}, {{.Strings}}, {{.Text.NAME}}";
 
+// The placeholders of the room's other pages (the maintenance page):
+// .Lang and .Text.NAME.
+bool isPagePlaceholder(std::string_view name);
+inline constexpr std::string_view kPagePlaceholders = "{{.Lang}}, {{.Text.NAME}}";
+
 struct TemplateProblem {
   int line;             // 1-based line of the "{{"
   std::string message;  // "unknown placeholder {{.Foo}}" or "unclosed {{"
@@ -34,5 +39,7 @@ struct TemplateProblem {
 // The placeholders of a waiting-page template that Concert would not fill, in
 // order, and an unclosed "{{"; at most `limit` of them.
 std::vector<TemplateProblem> checkWaitingPageTemplate(std::string_view text, size_t limit = 10);
+// The same for one of the other pages (isPagePlaceholder).
+std::vector<TemplateProblem> checkPageTemplate(std::string_view text, size_t limit = 10);
 
 }  // namespace concert::common

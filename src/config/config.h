@@ -102,6 +102,13 @@ struct Config {
   Millis pass_duration = 0;
   bool api_json = true;
   int retry_after = 5;  // clamped to >= 1
+  std::string mode = "open";          // the room's mode at start and after a reload that changes it (shm/modes.h)
+  std::string maintenance_html_file;  // custom maintenance page for -mode reject ("" = built in)
+  std::string maintenance_template;   // loaded contents of maintenance_html_file ("" = the built-in page)
+  std::string admit_rate;             // -admit-rate as configured: "" (off), "N/s" or "N/m"
+  int32_t admit_burst = 0;            // as configured; 0 = one second's worth
+  int64_t admit_interval_ns = 0;      // derived from admit_rate: ns between admissions, 0 = no limit
+  int64_t admit_burst_tokens = 0;     // derived: the burst in effect (>= 1 when limited)
   bool access_log = true;
 
   // -- asset tier

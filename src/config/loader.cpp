@@ -582,14 +582,20 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     if (!agent.empty()) config->crawler_agent_list.push_back(std::move(agent));
     from = to + 1;
   }
+  if (Parsed<AdmitRateSpec> rate = parseAdmitRate(config->admit_rate); rate.ok()) {
+    config->admit_interval_ns = rate.value->interval_ns;
+    const int64_t per_second = rate.value->count * 1000 / std::max<int64_t>(rate.value->per_ms, 1);
+    if (rate.value->interval_ns != 0)
+      config->admit_burst_tokens = config->admit_burst > 0 ? config->admit_burst : std::max<int64_t>(per_second, 1);
+  }
   config->asset_cap_derived = config->asset_cap == 0;
   if (config->asset_cap_derived) {
     int64_t derived = int64_t{config->cap} * config->asset_user_cap_h2;
     config->asset_cap = static_cast<int32_t>(std::min<int64_t>(derived, std::numeric_limits<int32_t>::max()));
   }
 
-  for (std::string* path :
-       {&config->config_file, &config->html_file, &config->pid_file, &config->error_log, &config->access_log_file})
+  for (std::string* path : {&config->config_file, &config->html_file, &config->maintenance_html_file, &config->pid_file,
+                            &config->error_log, &config->access_log_file})
     makeAbsolute(*path);
   if (!config->html_file.empty()) {
     std::string why;
@@ -601,6 +607,21 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
       for (const common::TemplateProblem& p : common::checkWaitingPageTemplate(config->html_template)) {
         std::string e = label + ": " + quoted(config->html_file) + " line " + std::to_string(p.line) + ": " + p.message;
         if (p.message.starts_with("unknown")) e += " (known: " + std::string(common::kWaitingPagePlaceholders) + ")";
+        result.errors.push_back(std::move(e));
+      }
+    }
+  }
+
+  if (!config->maintenance_html_file.empty()) {
+    std::string why;
+    const std::string& label = labels[static_cast<size_t>(findSetting("maintenance-html") - settings().data())];
+    if (!readWholeFile(config->maintenance_html_file, kMaxHtmlBytes, config->maintenance_template, why)) {
+      result.errors.push_back(label + ": cannot read " + quoted(config->maintenance_html_file) + ": " + why);
+    } else {
+      for (const common::TemplateProblem& p : common::checkPageTemplate(config->maintenance_template)) {
+        std::string e =
+            label + ": " + quoted(config->maintenance_html_file) + " line " + std::to_string(p.line) + ": " + p.message;
+        if (p.message.starts_with("unknown")) e += " (known: " + std::string(common::kPagePlaceholders) + ")";
         result.errors.push_back(std::move(e));
       }
     }

@@ -383,4 +383,23 @@ std::string byteSizeString(int64_t bytes) {
   return std::to_string(bytes);
 }
 
+Parsed<AdmitRateSpec> parseAdmitRate(std::string_view text) {
+  AdmitRateSpec spec;
+  if (text.empty()) return Parsed<AdmitRateSpec>{spec, {}};
+  constexpr int64_t kMaxCount = 1'000'000;
+  const std::string usage = "must be N/s or N/m with N from 1 to " + std::to_string(kMaxCount) + ", e.g. 10/s";
+  const size_t slash = text.find('/');
+  if (slash == std::string_view::npos || slash + 2 != text.size()) return Parsed<AdmitRateSpec>::fail(usage);
+  const char unit = text.back();
+  if (unit != 's' && unit != 'm') return Parsed<AdmitRateSpec>::fail(usage);
+  const std::string_view digits = text.substr(0, slash);
+  if (digits.empty() || digits.size() > 7 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return Parsed<AdmitRateSpec>::fail(usage);
+  spec.count = std::stoll(std::string(digits));
+  if (spec.count < 1 || spec.count > kMaxCount) return Parsed<AdmitRateSpec>::fail(usage);
+  spec.per_ms = unit == 's' ? 1000 : 60'000;
+  spec.interval_ns = spec.per_ms * 1'000'000 / spec.count;
+  return Parsed<AdmitRateSpec>{spec, {}};
+}
+
 }  // namespace concert::config

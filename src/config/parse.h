@@ -81,6 +81,15 @@ std::string pathRuleText(const PathRule& rule);
 // Text of a path list as an operator writes it: "/a,/b/*".
 std::string pathListText(const PathList& list);
 
+// -admit-rate: "N/s" or "N/m", N a whole number from 1 to 1000000; "" is no
+// limit (interval 0).
+struct AdmitRateSpec {
+  int64_t count = 0;        // admissions ...
+  int64_t per_ms = 0;       // ... per this many milliseconds (1000 or 60000)
+  int64_t interval_ns = 0;  // between two admissions; 0 = no limit
+};
+Parsed<AdmitRateSpec> parseAdmitRate(std::string_view text);
+
 // Byte count in the largest exact unit: 67108864 -> "64MB", 1000 -> "1000".
 std::string byteSizeString(int64_t bytes);
 

@@ -87,6 +87,15 @@ std::string checkHeaderName(std::string_view value) {
   return {};
 }
 
+std::string checkMode(std::string_view value) {
+  if (value == "open" || value == "pause" || value == "reject" || value == "passthrough") return {};
+  return "must be open, pause, reject or passthrough";
+}
+
+std::string checkAdmitRate(std::string_view value) {
+  return parseAdmitRate(value).error;
+}
+
 constexpr std::string_view kNet = "Network and processes";
 constexpr std::string_view kOrigin = "Origin";
 constexpr std::string_view kClients = "Clients";
@@ -244,6 +253,19 @@ const Setting kSettings[] = {
      "answer non-browser clients with JSON 429/503 instead of the waiting page", &Config::api_json, nullptr},
     {"retry-after", "CONCERT_RETRY_AFTER", VT::Int, "5", std::numeric_limits<int32_t>::min(), kInt32Max, false, R::Live,
      kRoom, "Retry-After seconds on 429/503 (values below 1 become 1)", &Config::retry_after, nullptr},
+    {"mode", "CONCERT_MODE", VT::String, "open", 0, 0, false, R::Live, kRoom,
+     "room mode: open, pause (nobody new admitted, places kept), reject (maintenance page for visitors without a "
+     "session) or passthrough (no cap, would-be queueing counted); POST /_room/mode changes it until the file does",
+     &Config::mode, checkMode},
+    {"maintenance-html", "CONCERT_MAINTENANCE_HTML", VT::String, "", 0, 0, false, R::Live, kRoom,
+     "custom maintenance page for -mode reject, with {{.Lang}} and {{.Text.NAME}} (empty = built in)",
+     &Config::maintenance_html_file, nullptr},
+    {"admit-rate", "CONCERT_ADMIT_RATE", VT::String, "", 0, 0, false, R::Live, kRoom,
+     "at most this many admissions of visitors without a session, N/s or N/m, on top of cap (empty = no limit)",
+     &Config::admit_rate, checkAdmitRate},
+    {"admit-burst", "CONCERT_ADMIT_BURST", VT::Int, "0", 1, 1000000, true, R::Live, kRoom,
+     "admissions -admit-rate allows at once after a quiet spell (0 = one second's worth, at least 1)",
+     &Config::admit_burst, nullptr},
 
     // -- asset tier
     {"bypass", "CONCERT_BYPASS", VT::PathList, "/favicon.ico", 0, 0, false, R::Live, kAssets,

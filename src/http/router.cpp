@@ -28,6 +28,7 @@ constexpr std::string_view kDashboard = "/_room/";
 constexpr std::string_view kDashboardScript = "/_room/chart.js";
 constexpr std::string_view kHistory = "/_room/history";
 constexpr std::string_view kHistoryEvents = "/_room/history/events";
+constexpr std::string_view kMode = "/_room/mode";
 
 bool matchesAny(const config::PathList& rules, std::string_view path) {
   for (const config::PathRule& rule : rules)
@@ -47,6 +48,7 @@ std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kMetrics || decoded_path == kReport) return "GET, HEAD";
   if (decoded_path == kDashboard || decoded_path == kDashboardScript || decoded_path == kHistory) return "GET, HEAD";
   if (decoded_path == kHistoryEvents) return "GET";
+  if (decoded_path == kMode) return "GET, HEAD, POST";
   return {};
 }
 
@@ -77,6 +79,8 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (decoded_path == kDashboardScript) return get_or_head ? Route::DashboardScript : Route::MethodNotAllowed;
   if (decoded_path == kHistory) return get_or_head ? Route::History : Route::MethodNotAllowed;
   if (decoded_path == kHistoryEvents) return method == "GET" ? Route::HistoryEvents : Route::MethodNotAllowed;
+  if (decoded_path == kMode)
+    return (method == "GET" || method == "HEAD" || method == "POST") ? Route::Mode : Route::MethodNotAllowed;
   if (admin_listener) return Route::NotFound;
   if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;

@@ -2,7 +2,7 @@
 //   with -admin-listen, /_room/ paths but healthz on the public listener, and
 //   anything but /_room/ on the admin one -> 404
 //   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
-//   /_room/cap, /_room/metrics, /_room/report, /_room/queue, /_room/queue/<ticket>,
+//   /_room/cap, /_room/mode, /_room/metrics, /_room/report, /_room/queue, /_room/queue/<ticket>,
 //   the dashboard's /_room/, /_room/chart.js, /_room/history and /_room/history/events)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   a client in -bypass-cidrs, or -bypass -> proxy, no guard;  -assets -> private asset guard;
@@ -26,6 +26,7 @@ enum class Route {
   Healthz,           // GET /_room/healthz
   Stats,             // GET /_room/stats
   Cap,               // POST /_room/cap
+  Mode,              // GET, HEAD or POST /_room/mode
   QueueList,         // GET /_room/queue?limit=N (admin)
   QueueRemove,       // DELETE /_room/queue/<ticket> (admin)
   NotFound,          // /_room/ on the public listener with -admin-listen, anything else on the admin one

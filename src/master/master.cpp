@@ -87,6 +87,21 @@ void raiseFileLimit(const config::Config& config) {
              static_cast<unsigned long long>(want));
 }
 
+// The configured room mode and admission rate, into the segment (master,
+// at start and on each reload). The mode is set only when the configured one
+// differs from the one last applied, so a mode set at run time (POST
+// /_room/mode) survives a reload that leaves `mode` alone, as the runtime cap
+// does. The rate applies as configured; the same values leave the bucket be.
+void applyRoomControl(shm::Segment& segment, const config::Config& config) {
+  const shm::RoomMode wanted = shm::parseRoomMode(config.mode).value_or(shm::RoomMode::Open);
+  if (wanted != segment.modes().configured()) {
+    segment.modes().setConfigured(wanted);
+    if (segment.modes().set(wanted) != wanted)
+      LOG_INFO("room mode set to %s by the configuration", std::string(shm::roomModeName(wanted)).c_str());
+  }
+  segment.admitRate().configure(config.admit_interval_ns, config.admit_burst_tokens, monotonicNs());
+}
+
 constexpr Millis kJanitorTick = 1'000;
 constexpr Millis kHeartbeatTimeout = 30'000;
 constexpr Millis kDrainKillMargin = 5'000;  // after shutdown-grace, for reload drains
@@ -278,6 +293,7 @@ bool Master::startUp() {
     return false;
   }
   segment_->pages().setConfiguredCap(config_->cap);
+  applyRoomControl(*segment_, *config_);
   segment_->stats().setGeneration(generation_);
   procs_.assign(segment_->geometry().worker_slots, WorkerProc{});
   raiseFileLimit(*config_);
@@ -627,6 +643,7 @@ void Master::reload(Millis now) {
     segment_->pages().setCap(fresh->cap);
     segment_->pages().setConfiguredCap(fresh->cap);
   }
+  applyRoomControl(*segment_, *fresh);  // a mode set by POST /_room/mode survives unless the file changed mode
   config_ = fresh;
   ++generation_;
   raiseFileLimit(*config_);

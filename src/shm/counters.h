@@ -76,6 +76,7 @@
   X(AbuseStrikesTotal, abuse_strikes_total)                  \
   X(AbuseBansTotal, abuse_bans_total)                        \
   X(ClientTableFullTotal, client_table_full_total)           \
+  X(WouldQueueTotal, would_queue_total)                      \
   X(ProxyProtocolRejectedTotal, proxy_protocol_rejected_total) \
   X(FifoInversionsTotal, fifo_inversions_total)                \
   X(AdmissionsDirectTotal, admissions_direct_total)            \

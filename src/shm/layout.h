@@ -17,7 +17,10 @@
 //               the master (and POST /_room/cap from any worker); asset_cap
 //               only at create; long_lived_cap by the master; next_ticket, low_water, utilization,
 //               line_admitted and counters by everyone; ban_horizon by strikers, forward only; the
-//               line's pace (LinePace) by the master's janitor.
+//               line's pace (LinePace) by the master's janitor; the room mode by the master (start,
+//               reload) and POST /_room/mode from any worker, the configured mode and the admission
+//               rate's settings by the master only, the rate's bucket by every admitter (modes.h,
+//               admit_rate.h).
 //   SlotRecord  page / asset / long-lived counters: only the slot's own worker (and the
 //               master in reclaim, after the worker is dead); pid, generation:
 //               master; heartbeat: the worker; waiting mask: the worker;
@@ -65,7 +68,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 9;
+constexpr uint32_t kLayoutVersion = 10;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -242,6 +245,19 @@ struct alignas(64) LinePace {
   std::atomic<int64_t> last_depth;      // janitor only: waiting + returned tickets at its last pass
 };
 
+// ------------------------------------------------------------------ room control
+// The room's mode and the admission rate's bucket (modes.h, admit_rate.h).
+// Every word is read and stored in one atomic step, so a SIGKILL leaves each
+// valid: a mode is either set or not; a token a dead admitter took and never
+// used is one admission fewer in that second, nothing more.
+struct alignas(64) RoomControl {
+  std::atomic<uint32_t> mode;                 // RoomMode now: master, POST /_room/mode
+  std::atomic<uint32_t> configured_mode;      // master: the configured mode when it last set the mode
+  std::atomic<int64_t> rate_interval;         // master: ns between admissions at the rate; 0 = no limit
+  std::atomic<int64_t> rate_burst;            // master: admissions the bucket holds at most (>= 1)
+  alignas(64) std::atomic<int64_t> rate_tat;  // everyone, by CAS: the bucket's theoretical arrival time (ns)
+};
+
 // ------------------------------------------------------------------ header
 struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
@@ -269,6 +285,7 @@ struct alignas(64) Header {
   alignas(64) std::atomic<uint64_t> line_admitted;  // line_rate.h: admissions from the line, ever
   LinePace pace;                                    // line_rate.h
   PaddedCounter counters[kCounterCount];            // one per CONCERT_COUNTERS entry
+  RoomControl room;                                 // modes.h, admit_rate.h
 };
 
 // One histogram's cells in one worker slot (histograms.h).

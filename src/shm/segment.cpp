@@ -125,7 +125,9 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       sessions_(mapping_->layout, slots_),
       clients_(mapping_->layout, slots_),
       line_rate_(mapping_->layout, slots_),
-      tickets_(mapping_->layout, slots_, pages_, sessions_, clients_, line_rate_),
+      modes_(mapping_->layout, slots_),
+      admit_rate_(mapping_->layout, slots_),
+      tickets_(mapping_->layout, slots_, pages_, sessions_, clients_, line_rate_, modes_, admit_rate_),
       passes_(mapping_->layout, slots_),
       histograms_(mapping_->layout, slots_),
       history_(mapping_->layout, slots_),
@@ -196,6 +198,11 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.pace.last_pass.store(kNeverPassed);
   h.pace.last_admitted.store(0);
   h.pace.last_depth.store(0);
+  h.room.mode.store(static_cast<uint32_t>(RoomMode::Open));
+  h.room.configured_mode.store(static_cast<uint32_t>(RoomMode::Open));
+  h.room.rate_interval.store(0);
+  h.room.rate_burst.store(1);
+  h.room.rate_tat.store(0);
 
   // The handles (WorkerSlots creates the eventfds) are made last, over the
   // finished layout.

@@ -18,6 +18,8 @@
 //   history()  the dashboard's last hour, a sample a second  history.h
 //   slots()    worker slots, heartbeats and wake-ups        worker_slots.h
 //   stats()    counters, generation, the stats snapshot     stats.h
+//   modes()    the room's mode (open, pause, ...)           modes.h
+//   admitRate()  the admission rate's bucket                admit_rate.h
 // The value types they take and return are in types.h; what every handle
 // holds, and its duty towards a dead worker (reclaim), in handle.h.
 //
@@ -41,10 +43,12 @@
 #include <cstdint>
 #include <memory>
 
+#include "shm/admit_rate.h"
 #include "shm/clients.h"
 #include "shm/histograms.h"
 #include "shm/history.h"
 #include "shm/line_rate.h"
+#include "shm/modes.h"
 #include "shm/pass_table.h"
 #include "shm/revocations.h"
 #include "shm/semaphore.h"
@@ -102,6 +106,10 @@ class Segment {
   const WorkerSlots& slots() const { return slots_; }
   Stats& stats() { return stats_; }
   const Stats& stats() const { return stats_; }
+  Modes& modes() { return modes_; }
+  const Modes& modes() const { return modes_; }
+  AdmitRate& admitRate() { return admit_rate_; }
+  const AdmitRate& admitRate() const { return admit_rate_; }
 
   // A strike of `weight` against a client (clients.h), from any worker.
   // abuse_strikes_total counts the weight. When it starts a ban
@@ -129,6 +137,8 @@ class Segment {
   Sessions sessions_;
   Clients clients_;     // before tickets_, which counts tickets on it
   LineRate line_rate_;  // before tickets_, which counts admissions on it
+  Modes modes_;         // before tickets_: the mode and the rate decide readiness
+  AdmitRate admit_rate_;
   TicketRing tickets_;
   PassTable passes_;
   Histograms histograms_;

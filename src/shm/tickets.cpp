@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shm/admit_rate.h"
 #include "shm/clients.h"
 #include "shm/layout.h"
 #include "shm/line_rate.h"
+#include "shm/modes.h"
 #include "shm/nonce.h"
 #include "shm/semaphore.h"
 #include "shm/sessions.h"
@@ -18,6 +20,8 @@ namespace concert::shm {
 namespace {
 
 constexpr Millis kPollInterval = 1000;  // rate limit between accepted polls
+
+constexpr int64_t kEveryone = int64_t{1} << 62;  // free slots in passthrough: more than any line
 
 bool inLine(EntryState s) {
   return s == EntryState::Waiting || s == EntryState::Returned;
@@ -110,8 +114,14 @@ bool reusable(uint64_t word) {
 }  // namespace
 
 int64_t TicketRing::freeSlots(int64_t own) const {
+  switch (modes_->mode()) {
+    case RoomMode::Pause:
+    case RoomMode::Reject: return 0;
+    case RoomMode::Passthrough: return kEveryone;
+    case RoomMode::Open: break;
+  }
   const int64_t free = static_cast<int64_t>(pages_->cap()) - pages_->occupancy() + own;
-  return sessions_->lineFree(free, liveQueueDepth());
+  return std::min(sessions_->lineFree(free, liveQueueDepth()), admit_rate_->available(monotonicNs()));
 }
 
 void TicketRing::fillView(uint64_t ticket, uint64_t word, TicketView& view) const {
@@ -275,18 +285,26 @@ bool TicketRing::claim(const TicketCookie& cookie, Claimed* claimed) {
   Layout& layout = *layout_;
   uint64_t word = findLive(layout, cookie);
   if (word == 0 || !inLine(entryState(word))) return false;
+  if (!modes_->lineMoves()) return false;
   const int64_t free = freeSlots(1);
   if (entryState(word) == EntryState::Waiting &&
       waitingAhead(layout, cookie.ticket) + static_cast<int64_t>(layout.returned.total()) >= free)
     return false;
-  if (!casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, entryOwner(word))))
+  // Passthrough has no cap and so no rate: only an open room spends tokens.
+  const bool metered = modes_->mode() == RoomMode::Open && admit_rate_->limited();
+  if (metered && !admit_rate_->take(monotonicNs())) return false;
+  if (!casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, entryOwner(word)))) {
+    if (metered) admit_rate_->giveBack();
     return false;
+  }
   clients_->leave(layout.index(cookie.ticket), cookie.ticket);
   // Everyone behind a Waiting ticket moved one place; a Returned one went
   // in ahead of the line and moved nobody (line_rate.h).
   const bool from_line = entryState(word) == EntryState::Waiting;
   if (from_line) line_rate_->admitted();
-  const bool inversion = from_line && waitingAhead(layout, cookie.ticket) >= pages_->cap();
+  // Passthrough makes everyone ready at once: no order to invert.
+  const bool inversion = from_line && modes_->mode() == RoomMode::Open &&
+                         waitingAhead(layout, cookie.ticket) >= pages_->cap();
   if (inversion) layout.counter(Counter::FifoInversionsTotal).fetch_add(1, std::memory_order_relaxed);
   if (claimed) {
     claimed->from_line = from_line;

@@ -29,6 +29,12 @@
 // is reused for t + R once t is below L and not Returned: a Missed ticket
 // that old loses its place (its holder comes back as a new arrival).
 //
+// The room's mode and the admission rate (modes.h, admit_rate.h) come in
+// through the free slots alone (freeSlots): while the line stands still, or
+// the rate's bucket is empty, no ticket is ready, so none can be claimed and
+// the janitor never takes one for a missed turn; in passthrough every ticket
+// is ready.
+//
 // Order of admission when a slot frees: sessions first (admitted visitors
 // clicking on; sessions.h keeps the line's share of slots while both wait),
 // then Returned tickets (a holder who missed its turn and came back keeps its
@@ -115,8 +121,10 @@
 
 namespace concert::shm {
 
+class AdmitRate;
 class Clients;
 class LineRate;
+class Modes;
 class Semaphore;
 class Sessions;
 struct TicketEntry;
@@ -124,8 +132,14 @@ struct TicketEntry;
 class TicketRing final : public Handle {
  public:
   TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, const Sessions& sessions, Clients& clients,
-             LineRate& line_rate)
-      : Handle(layout, slots), pages_(&pages), sessions_(&sessions), clients_(&clients), line_rate_(&line_rate) {}
+             LineRate& line_rate, const Modes& modes, AdmitRate& admit_rate)
+      : Handle(layout, slots),
+        pages_(&pages),
+        sessions_(&sessions),
+        clients_(&clients),
+        line_rate_(&line_rate),
+        modes_(&modes),
+        admit_rate_(&admit_rate) {}
 
   // A new arrival joins the line at the back. With a client: its live
   // tickets first (ClientLimit at max_per_client; the ticket is counted and
@@ -154,6 +168,8 @@ class TicketRing final : public Handle {
   // ticket's turn (counting that slot as free), the ticket leaves the line
   // (Finished) and true is returned; otherwise the caller gives the slot back.
   // A Waiting ticket's claim is an admission from the line (line_rate.h).
+  // Never while the line stands still (pause, reject: modes.h); in open mode
+  // the claim spends a token of the admission rate (admit_rate.h).
   // `claimed` (optional) learns how long the ticket waited and where it
   // came from.
   //
@@ -207,7 +223,9 @@ class TicketRing final : public Handle {
   int64_t retireClient(uint32_t client);
   int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved tickets
   // cap - occupancy (+ own: slots the caller holds for this), less what
-  // waiting sessions go first for (sessions.h).
+  // waiting sessions go first for (sessions.h), at most the admission rate's
+  // tokens (admit_rate.h). 0 while the line stands still (pause, reject),
+  // everyone in passthrough (modes.h).
   int64_t freeSlots(int64_t own) const;
   void fillView(uint64_t ticket, uint64_t word, TicketView& view) const;
   // Touch shared by render, touch and poll: nullptr when the cookie names no
@@ -218,6 +236,8 @@ class TicketRing final : public Handle {
   const Sessions* sessions_;
   Clients* clients_;
   LineRate* line_rate_;
+  const Modes* modes_;
+  AdmitRate* admit_rate_;
 };
 
 }  // namespace concert::shm

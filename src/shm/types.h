@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "common/clock.h"
 #include "shm/counters.h"
@@ -152,6 +154,33 @@ struct StrikeOutcome {
 // Resources a worker can wait for across processes. A release of one wakes
 // (eventfd write) every worker slot that registered waiters for it.
 enum class Resource : uint32_t { PageSlot = 0, AssetSlot = 1, PassSlot = 2, LongLivedSlot = 3 };
+
+// ---------------------------------------------------------------- modes
+// The room's mode (traffic.md §7.5; modes.h keeps it in the segment).
+// Open is 0, so a fresh segment is open.
+enum class RoomMode : uint32_t {
+  Open = 0,         // the cap and the line as usual
+  Pause = 1,        // nobody new is admitted (direct or from the line); places are kept; sessions go on
+  Reject = 2,       // page requests without a pass get the maintenance page (503); sessions go on
+  Passthrough = 3,  // no cap for pages; what the cap would have queued is counted (would_queue_total)
+};
+
+constexpr std::string_view roomModeName(RoomMode mode) {
+  switch (mode) {
+    case RoomMode::Open: return "open";
+    case RoomMode::Pause: return "pause";
+    case RoomMode::Reject: return "reject";
+    case RoomMode::Passthrough: return "passthrough";
+  }
+  return "open";
+}
+
+// "open", "pause", "reject" or "passthrough" (exactly); nullopt otherwise.
+constexpr std::optional<RoomMode> parseRoomMode(std::string_view name) {
+  for (RoomMode mode : {RoomMode::Open, RoomMode::Pause, RoomMode::Reject, RoomMode::Passthrough})
+    if (roomModeName(mode) == name) return mode;
+  return std::nullopt;
+}
 
 // ---------------------------------------------------------------- stats
 struct StatsSnapshot {

@@ -245,7 +245,7 @@ void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len
       break;
     }
     case Sink::Collect:
-      if (c->collected_.size() + len > kMaxCapBody) {
+      if (c->collected_.size() + len > kMaxAdminBody) {
         c->body_error_ = true;
         return;
       }
@@ -386,20 +386,13 @@ void ClientConnection::dispatch() {
     case http::Route::DashboardScript: respondLocal(admission::handleDashboardScript(ctx, request_), false); return;
     case http::Route::History: respondLocal(admission::handleHistory(ctx, request_), false); return;
     case http::Route::HistoryEvents: openEvents(started_ms_); return;
-    case http::Route::Cap:
-      if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxCapBody)) {
-        failRequest(413);
+    case http::Route::Cap: collectBody(); return;
+    case http::Route::Mode:
+      if (request_.method == "POST") {
+        collectBody();
         return;
       }
-      collected_.clear();
-      sink_ = Sink::Collect;
-      state_ = State::LocalBody;
-      if (body_done_) {
-        bodyFinished();
-        return;
-      }
-      if (request_.expect_continue) client_.write(kContinue, sizeof kContinue - 1);
-      pumpBody();
+      respondLocal(admission::handleMode(ctx, request_, {}), false);
       return;
     case http::Route::QueueList: respondLocal(admission::handleQueueList(ctx, request_, monotonicMs()), false); return;
     case http::Route::QueueRemove: respondLocal(admission::handleQueueRemove(ctx, request_), false); return;
@@ -631,10 +624,31 @@ void ClientConnection::pumpBody() {
   }
 }
 
+void ClientConnection::collectBody() {
+  if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxAdminBody)) {
+    failRequest(413);
+    return;
+  }
+  collected_.clear();
+  sink_ = Sink::Collect;
+  state_ = State::LocalBody;
+  if (body_done_) {
+    bodyFinished();
+    return;
+  }
+  if (request_.expect_continue) client_.write(kContinue, sizeof kContinue - 1);
+  pumpBody();
+}
+
+http::LocalResponse ClientConnection::answerCollected() {
+  if (route_ == http::Route::Mode) return admission::handleMode(host_.admission(), request_, collected_);
+  return admission::handleCap(host_.admission(), request_, collected_);
+}
+
 void ClientConnection::bodyFinished() {
   body_done_ = true;
   switch (sink_) {
-    case Sink::Collect: respondLocal(admission::handleCap(host_.admission(), request_, collected_), false); return;
+    case Sink::Collect: respondLocal(answerCollected(), false); return;
     case Sink::Discard: endRequest(true); return;
     case Sink::Upstream:
       if (Stream* origin = exchange_.origin(); origin && body_mode_ == BodyMode::Chunked)

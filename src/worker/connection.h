@@ -60,7 +60,7 @@
 namespace concert::worker {
 
 constexpr Millis kLingerTimeout = 2'000;
-constexpr size_t kMaxCapBody = 64 * 1024;
+constexpr size_t kMaxAdminBody = 64 * 1024;  // a collected JSON body: POST /_room/cap, /_room/mode
 constexpr Millis kKeepAliveEvery = 15'000;  // an event stream's comment line when idle that long
 constexpr size_t kMaxStreamBacklog = 64 * 1024;  // an event stream's client that reads nothing is closed
 
@@ -131,6 +131,8 @@ class ClientConnection final : private OriginExchange::Client {
   void failRequest(int status);  // a refused request: answer and close
   void pumpBody();
   void bodyFinished();
+  void collectBody();  // an admin POST: its body is read whole, then answered (answerCollected)
+  http::LocalResponse answerCollected();
   void endRequest(bool keep_alive);
   void releaseSlots();  // the guard's and the long-lived slot; deferred while the exchange is detached
   bool takeLongLivedSlot();

@@ -102,7 +102,8 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "upstream_responses_5xx_total",
                                        "utilization",
                                        "worker_restarts_total",
-                                       "workers"};
+                                       "workers",
+                                       "would_queue_total"};
   CHECK(keys == expected);
   CHECK(std::is_sorted(keys.begin(), keys.end()));
   CHECK(r.body.find("\"cap\":1,") != std::string::npos);
@@ -110,7 +111,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
   CHECK(r.body.find("\"token_ttl\":\"5m0s\"") != std::string::npos);
   CHECK(r.body.find("\"upstream\":\"http://127.0.0.1:3000\"") != std::string::npos);
   CHECK(r.body.find("\"max_queue_depth\":100,") != std::string::npos);
-  CHECK(r.body.find("\"workers\":1}") != std::string::npos);
+  CHECK(r.body.find("\"workers\":1,") != std::string::npos);
   CHECK(r.body.find("\"generation\":1,") != std::string::npos);
 }
 
@@ -123,28 +124,28 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
   LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
   // admissions_direct_total: 129 and the holder's admission.
   CHECK(r.body ==
-        "{\"abuse_bans_total\":125,\"abuse_strikes_total\":124,\"admissions_direct_total\":130,"
-        "\"admissions_held_total\":131,\"admissions_line_total\":130,\"admissions_priority_total\":133,"
-        "\"admissions_session_total\":132,\"asset_cap\":128,\"asset_denied_total\":105,"
+        "{\"abuse_bans_total\":125,\"abuse_strikes_total\":124,\"admissions_direct_total\":131,"
+        "\"admissions_held_total\":132,\"admissions_line_total\":131,\"admissions_priority_total\":134,"
+        "\"admissions_session_total\":133,\"asset_cap\":128,\"asset_denied_total\":105,"
         "\"asset_global_throttled_total\":107,\"asset_in_flight\":0,\"asset_served_total\":104,"
         "\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,\"asset_user_throttled_total\":106,\"asset_users\":0,"
         "\"banned_clients\":0,\"cap\":1,\"client_table_full_total\":126,\"connections_refused_total\":115,"
-        "\"evicted_banned_total\":140,\"evicted_removed_total\":141,\"evicted_total\":101,"
-        "\"evicted_ttl_total\":139,\"fifo_inversions_total\":128,\"generation\":1,\"ghost_evicted_total\":114,"
-        "\"live_queue_depth\":0,\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,"
-        "\"max_queue_depth\":100,\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,"
-        "\"pass_table_full_total\":109,\"promoted_total\":103,\"proxy_protocol_rejected_total\":127,"
-        "\"queue_depth\":0,\"queued_total\":100,\"rejected_banned_total\":136,\"rejected_busy_total\":137,"
-        "\"rejected_client_limit_total\":135,\"rejected_full_total\":134,\"rejected_maintenance_total\":138,"
-        "\"reloads_total\":110,\"ring_full_total\":108,\"slots_reclaimed_total\":112,"
-        "\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,\"timeouts_keepalive_total\":120,"
-        "\"timeouts_queue_hold_total\":150,\"timeouts_send_total\":119,\"timeouts_total\":102,"
-        "\"timeouts_tunnel_total\":122,\"timeouts_upstream_read_total\":121,\"token_ttl\":\"5m0s\","
-        "\"upstream\":\"http://127.0.0.1:3000\",\"upstream_errors_connect_total\":147,"
-        "\"upstream_errors_reset_total\":149,\"upstream_errors_timeout_total\":148,"
-        "\"upstream_responses_1xx_total\":142,\"upstream_responses_2xx_total\":143,"
-        "\"upstream_responses_3xx_total\":144,\"upstream_responses_4xx_total\":145,"
-        "\"upstream_responses_5xx_total\":146,\"utilization\":0.1,\"worker_restarts_total\":111,\"workers\":1}");
+        "\"evicted_banned_total\":141,\"evicted_removed_total\":142,\"evicted_total\":101,\"evicted_ttl_total\":140,"
+        "\"fifo_inversions_total\":129,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
+        "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
+        "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,"
+        "\"promoted_total\":103,\"proxy_protocol_rejected_total\":128,\"queue_depth\":0,\"queued_total\":100,"
+        "\"rejected_banned_total\":137,\"rejected_busy_total\":138,\"rejected_client_limit_total\":136,"
+        "\"rejected_full_total\":135,\"rejected_maintenance_total\":139,\"reloads_total\":110,"
+        "\"ring_full_total\":108,\"slots_reclaimed_total\":112,\"timeouts_client_body_total\":118,"
+        "\"timeouts_client_header_total\":117,\"timeouts_keepalive_total\":120,\"timeouts_queue_hold_total\":151,"
+        "\"timeouts_send_total\":119,\"timeouts_total\":102,\"timeouts_tunnel_total\":122,"
+        "\"timeouts_upstream_read_total\":121,\"token_ttl\":\"5m0s\",\"upstream\":\"http://127.0.0.1:3000\","
+        "\"upstream_errors_connect_total\":148,\"upstream_errors_reset_total\":150,"
+        "\"upstream_errors_timeout_total\":149,\"upstream_responses_1xx_total\":143,"
+        "\"upstream_responses_2xx_total\":144,\"upstream_responses_3xx_total\":145,"
+        "\"upstream_responses_4xx_total\":146,\"upstream_responses_5xx_total\":147,\"utilization\":0.1,"
+        "\"worker_restarts_total\":111,\"workers\":1,\"would_queue_total\":127}");
 }
 
 TEST_CASE("ops: cap endpoint") {

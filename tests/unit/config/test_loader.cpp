@@ -169,8 +169,12 @@ TEST_CASE("every setting is read from its environment variable") {
                                            {"CONCERT_SKIP_URL", "/skip"},
                                            {"CONCERT_CLIENT_PROTO_HEADER", "X-Client-Proto"},
                                            {"CONCERT_ACCESS_LOG_FILE", "/var/log/a.log"},
-                                           {"CONCERT_ERROR_LOG", "/var/log/e.log"}}));
+                                           {"CONCERT_ERROR_LOG", "/var/log/e.log"},
+                                           {"CONCERT_MODE", "pause"},
+                                           {"CONCERT_ADMIT_RATE", "10/s"}}));
   const Config& c = okConfig(strings);
+  CHECK(c.mode == "pause");
+  CHECK(c.admit_rate == "10/s");
   CHECK(c.listen == "127.0.0.1:9");
   CHECK(c.pid_file == "/run/c.pid");
   CHECK(c.user == "www-data");
@@ -680,4 +684,59 @@ TEST_CASE("relative file names are made absolute against the starting directory"
   CHECK(c.pid_file == dir.path() + "/run/c.pid");
   CHECK(c.error_log == dir.path() + "/e.log");
   CHECK(c.access_log_file == "/abs/a.log");
+}
+
+TEST_CASE("-mode: the four modes, and -t names the setting for anything else") {
+  for (const char* mode : {"open", "pause", "reject", "passthrough"}) {
+    LoadResult r;
+    CHECK(expectFlagOk(r, "mode", mode).mode == mode);
+  }
+  LoadResult defaults = run({}, withSecret());
+  CHECK(okConfig(defaults).mode == "open");
+  expectFlagError("mode", "closed", "-mode (flag): must be open, pause, reject or passthrough, got \"closed\"");
+  expectFlagError("mode", "Open", "must be open, pause, reject or passthrough");
+  LoadResult env = run({}, withSecret({{"CONCERT_MODE", "paused"}}));
+  CHECK(contains(env.errors, "CONCERT_MODE (env): must be open, pause, reject or passthrough"));
+}
+
+TEST_CASE("-admit-rate N/s or N/m and -admit-burst: the interval, the burst's default, the errors") {
+  LoadResult off = run({}, withSecret());
+  CHECK(okConfig(off).admit_interval_ns == 0);
+  CHECK(okConfig(off).admit_burst_tokens == 0);
+  LoadResult r;
+  const Config& per_second = expectFlagOk(r, "admit-rate", "10/s");
+  CHECK(per_second.admit_interval_ns == 100'000'000);
+  CHECK(per_second.admit_burst_tokens == 10);  // one second's worth
+  LoadResult m;
+  const Config& per_minute = expectFlagOk(m, "admit-rate", "30/m");
+  CHECK(per_minute.admit_interval_ns == 2'000'000'000);
+  CHECK(per_minute.admit_burst_tokens == 1);  // half a token a second: at least 1
+  LoadResult b = run({"-admit-rate", "120/m", "-admit-burst", "7"}, withSecret());
+  CHECK(okConfig(b).admit_interval_ns == 500'000'000);
+  CHECK(okConfig(b).admit_burst_tokens == 7);
+  LoadResult big;
+  CHECK(expectFlagOk(big, "admit-rate", "1000000/s").admit_interval_ns == 1000);
+  for (const char* bad : {"10", "10/h", "0/s", "-1/s", "1.5/s", "/s", "10/sec", "2000000/s", " 10/s", "ten/s"})
+    expectFlagError("admit-rate", bad, "must be N/s or N/m");
+  expectFlagError("admit-burst", "-1", "-admit-burst (flag)");
+  expectFlagError("admit-burst", "2000000", "-admit-burst (flag)");
+  LoadResult env = run({}, withSecret({{"CONCERT_ADMIT_RATE", "fast"}}));
+  CHECK(contains(env.errors, "CONCERT_ADMIT_RATE (env): must be N/s or N/m"));
+}
+
+TEST_CASE("-maintenance-html loads the page with the placeholders of the room's other pages") {
+  TempDir dir;
+  const std::string page = dir.write("m.html", "<html lang=\"{{.Lang}}\"><h1>{{.Text.MaintenanceTitle}}</h1></html>\n");
+  LoadResult r;
+  const Config& c = expectFlagOk(r, "maintenance-html", page);
+  CHECK(c.maintenance_template.find("{{.Text.MaintenanceTitle}}") != std::string::npos);
+  LoadResult defaults = run({}, withSecret());
+  CHECK(okConfig(defaults).maintenance_template.empty());
+  expectFlagError("maintenance-html", dir.path() + "/missing.html", "cannot read");
+  const std::string bad = dir.write("bad.html", "<p>ok</p>\n<p>{{.Position}}</p>\n");
+  expectFlagError("maintenance-html", bad,
+                  "line 2: unknown placeholder {{.Position}} (known: {{.Lang}}, {{.Text.NAME}})");
+  // The page shipped in html/ passes as it is.
+  LoadResult shipped;
+  expectFlagOk(shipped, "maintenance-html", std::string(CONCERT_SOURCE_ROOT) + "/html/maintenance.html");
 }

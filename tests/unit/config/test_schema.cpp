@@ -131,6 +131,10 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"abuse-ban", "CONCERT_ABUSE_BAN"},
       {"abuse-allow", "CONCERT_ABUSE_ALLOW"},
       {"admin-listen", "CONCERT_ADMIN_LISTEN"},
+      {"mode", "CONCERT_MODE"},
+      {"maintenance-html", "CONCERT_MAINTENANCE_HTML"},
+      {"admit-rate", "CONCERT_ADMIT_RATE"},
+      {"admit-burst", "CONCERT_ADMIT_BURST"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;

@@ -38,6 +38,11 @@ TEST_CASE("reserved paths route to local handlers with their methods") {
   CHECK(route(c, "GET", "/_room/stats") == Route::Stats);
   CHECK(route(c, "HEAD", "/_room/stats") == Route::Stats);
   CHECK(route(c, "POST", "/_room/cap") == Route::Cap);
+  CHECK(route(c, "POST", "/_room/mode") == Route::Mode);
+  CHECK(route(c, "GET", "/_room/mode") == Route::Mode);
+  CHECK(route(c, "HEAD", "/_room/mode") == Route::Mode);
+  CHECK(route(c, "PUT", "/_room/mode") == Route::MethodNotAllowed);
+  CHECK(allowedMethods("/_room/mode") == "GET, HEAD, POST");
 }
 
 TEST_CASE("a reserved path with another method is 405, with the right Allow") {
