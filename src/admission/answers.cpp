@@ -137,6 +137,15 @@ http::LocalResponse emptyResponse(int status, int retry_after) {
   return r;
 }
 
+http::LocalResponse eventStreamHead() {
+  http::LocalResponse r;
+  r.status = 200;
+  r.headers.push_back(header("Content-Type", "text/event-stream"));
+  r.headers.push_back(header("Cache-Control", "no-store"));
+  r.headers.push_back(header("X-Accel-Buffering", "no"));  // nginx in front: do not buffer
+  return r;
+}
+
 http::LocalResponse jsonResponse(int status, std::string body) {
   http::LocalResponse r;
   r.status = status;

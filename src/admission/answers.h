@@ -91,6 +91,9 @@ http::LocalResponse emptyResponse(int status, int retry_after = 0);
 
 // A JSON body with Cache-Control: no-store.
 http::LocalResponse jsonResponse(int status, std::string body);
+// The head of a 200 text/event-stream (no-store, and no buffering by an
+// nginx in front); the body follows as events.
+http::LocalResponse eventStreamHead();
 
 // The bodies of GET /queue/status, which GET /queue/events sends as its
 // events' data. Field order is the original's struct order: ready, position,

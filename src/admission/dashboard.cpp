@@ -66,17 +66,6 @@ std::optional<uint64_t> parseIndex(std::string_view text) {
   return value;
 }
 
-// The value of `name` in a query string ("a=1&from=5"), if present.
-std::optional<std::string_view> queryValue(std::string_view query, std::string_view name) {
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    const size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -158,18 +147,14 @@ EventFeed::Opening HistoryEvents::open(const http::Request& request, Millis) {
   std::optional<uint64_t> from;
   if (http::hasHeader(request.headers, "Last-Event-ID")) {
     if (std::optional<uint64_t> last = parseIndex(request.header("Last-Event-ID"))) from = *last + 1;
-  } else if (std::optional<std::string_view> query = queryValue(request.query, "from")) {
+  } else if (std::optional<std::string_view> query = http::queryValue(request.query, "from")) {
     from = parseIndex(*query);
   }
   const uint64_t oldest_kept = written > shm::kHistorySamples ? written - shm::kHistorySamples : 0;
   next_ = from && *from >= oldest_kept && *from <= written ? *from : newest;
 
   opening.stream = true;
-  http::LocalResponse& head = opening.response;
-  head.status = 200;
-  head.headers.push_back(http::Header{"Content-Type", "text/event-stream"});
-  head.headers.push_back(http::Header{"Cache-Control", "no-store"});
-  head.headers.push_back(http::Header{"X-Accel-Buffering", "no"});  // nginx in front: do not buffer
+  opening.response = eventStreamHead();
   opening.first = pending();
   return opening;
 }

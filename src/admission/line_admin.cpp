@@ -21,17 +21,6 @@ constexpr size_t kDefaultLimit = 50;
 constexpr size_t kMaxLimit = 1000;
 constexpr std::string_view kQueueItem = "/_room/queue/";
 
-// The value of `name` in a query string ("a=1&limit=20"), nullopt when absent.
-std::optional<std::string_view> queryValue(std::string_view query, std::string_view name) {
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    const size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
-  }
-  return std::nullopt;
-}
 
 template <typename T>
 std::optional<T> parseNumber(std::string_view text) {
@@ -50,7 +39,7 @@ http::LocalResponse badRequest(const std::string& message) {
 http::LocalResponse handleQueueList(const AdmissionContext& context, const http::Request& request, Millis now) {
   if (std::optional<http::LocalResponse> refused = adminRefusal(context, request)) return std::move(*refused);
   size_t limit = kDefaultLimit;
-  if (std::optional<std::string_view> text = queryValue(request.query, "limit")) {
+  if (std::optional<std::string_view> text = http::queryValue(request.query, "limit")) {
     std::optional<size_t> n = parseNumber<size_t>(*text);
     if (!n || *n < 1 || *n > kMaxLimit)
       return badRequest("limit must be a whole number from 1 to " + std::to_string(kMaxLimit));

@@ -63,11 +63,8 @@ QueueEvents::Opening QueueEvents::open(const http::Request& request, Millis now)
     return opening;
   }
   opening.stream = true;
+  opening.response = eventStreamHead();
   http::LocalResponse& head = opening.response;
-  head.status = 200;
-  head.headers.push_back(http::Header{"Content-Type", "text/event-stream"});
-  head.headers.push_back(http::Header{"Cache-Control", "no-store"});
-  head.headers.push_back(http::Header{"X-Accel-Buffering", "no"});  // nginx in front: do not buffer
   addPlaceCookies(config, request, cookie_, head.headers);
   renew_at_ = now + config.token_ttl / 3;
   if (view.state == shm::TicketState::Ready)

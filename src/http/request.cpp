@@ -29,6 +29,17 @@ bool hasHeader(const Headers& headers, std::string_view name) {
   return false;
 }
 
+std::optional<std::string_view> queryValue(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+  }
+  return std::nullopt;
+}
+
 std::string joinHeader(const Headers& headers, std::string_view name, std::string_view sep) {
   std::string out;
   bool first = true;

@@ -5,7 +5,7 @@
 
 #include <array>
 #include <cstdint>
-#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +25,10 @@ std::string_view findHeader(const Headers& headers, std::string_view name);
 bool hasHeader(const Headers& headers, std::string_view name);
 // Every value of `name` joined with "," (Accept classification, Cookie).
 std::string joinHeader(const Headers& headers, std::string_view name, std::string_view sep = ",");
+// The raw value of `name` in a query string ("a=1&limit=20"): "" for a bare
+// "name", nullopt when absent. No percent-decoding (the admin endpoints'
+// parameters are numbers).
+std::optional<std::string_view> queryValue(std::string_view query, std::string_view name);
 
 struct Request {
   std::string method;    // as sent, e.g. "GET"
