@@ -158,7 +158,7 @@ class PageGuard final : public RequestGuard {
     const shm::RoomMode mode = segment().modes().mode();
     if (mode == shm::RoomMode::Passthrough) return passthrough(request);
     if (sessionPass(context_, request, unixSeconds())) return session(request, now);
-    if (mode == shm::RoomMode::Reject) return respond(maintenanceResponse(config_, request), Outcome::Rejected);
+    if (mode == shm::RoomMode::Reject) return maintenance(request);
     form_ = request.hasBody() || (request.method != "GET" && request.method != "HEAD");
     crawler_ = isCrawler(request);
     std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
@@ -247,7 +247,7 @@ class PageGuard final : public RequestGuard {
       leaveHold();
       // Nobody holds a cookie for a ticket issued for this request: it leaves.
       if (!cookie_presented_) tickets().retire(cookie_.ticket, false);
-      return respond(maintenanceResponse(config_, request), Outcome::Rejected);
+      return maintenance(request);
     }
     return std::nullopt;
   }
@@ -480,6 +480,12 @@ class PageGuard final : public RequestGuard {
   }
 
   // 503 + Retry-After for a request that cannot wait in line (rejected_busy_total).
+  // Reject mode: the maintenance page (503), counted by reason.
+  Admission maintenance(const http::Request& request) {
+    count(shm::Counter::RejectedMaintenanceTotal);
+    return respond(maintenanceResponse(config_, request), Outcome::Rejected);
+  }
+
   Admission busy(const http::Request& request, const char* why) {
     count(shm::Counter::RejectedBusyTotal);
     return respond(busyResponse(config_, request, why), Outcome::Rejected);

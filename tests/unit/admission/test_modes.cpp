@@ -67,6 +67,10 @@ TEST_CASE("reject: the maintenance page for a visitor without a session, no tick
   CHECK(j.response.body == "{\"error\":\"down for maintenance\",\"queued\":false,\"retry_after_seconds\":5}");
   auto session = makePageGuard(room.ctx());
   CHECK(session->admit(test::get("/", withPass(freshPass())), 1000).kind == Admission::Kind::Proceed);
+  // Two maintenance pages, counted by reason; the session is an admission.
+  shm::StatsSnapshot s = room.segment->stats().snapshot();
+  CHECK(s.counter(shm::Counter::RejectedMaintenanceTotal) == 2);
+  CHECK(s.counter(shm::Counter::AdmissionsSessionTotal) == 1);
 }
 
 TEST_CASE("passthrough: past the cap without a slot, counted; slots taken only while free; none leaks") {
