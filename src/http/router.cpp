@@ -60,28 +60,27 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (admin_listener && !room_path) return Route::NotFound;
   if (!admin_listener && room_path && !config.admin_listen.empty() && decoded_path != kHealthz)
     return Route::NotFound;
-  if (decoded_path == kQueueStatus) {
-    if (method == "GET" || method == "HEAD" || method == "OPTIONS") return Route::QueueStatus;
-    return Route::MethodNotAllowed;
-  }
-  // A long-lived stream: HEAD would have no body to describe, OPTIONS no use.
-  if (decoded_path == kQueueEvents) return method == "GET" ? Route::QueueEvents : Route::MethodNotAllowed;
-  if (decoded_path == kHealthz) return (method == "GET" || method == "HEAD") ? Route::Healthz : Route::MethodNotAllowed;
-  if (decoded_path == kStats) return (method == "GET" || method == "HEAD") ? Route::Stats : Route::MethodNotAllowed;
-  if (decoded_path == kCap) return method == "POST" ? Route::Cap : Route::MethodNotAllowed;
-  if (decoded_path == kQueue) return (method == "GET" || method == "HEAD") ? Route::QueueList : Route::MethodNotAllowed;
-  if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size())
-    return method == "DELETE" ? Route::QueueRemove : Route::MethodNotAllowed;
-  if (decoded_path == kMetrics) return (method == "GET" || method == "HEAD") ? Route::Metrics : Route::MethodNotAllowed;
-  if (decoded_path == kReport) return (method == "GET" || method == "HEAD") ? Route::Report : Route::MethodNotAllowed;
   const bool get_or_head = method == "GET" || method == "HEAD";
-  if (decoded_path == kDashboard) return get_or_head ? Route::Dashboard : Route::MethodNotAllowed;
-  if (decoded_path == kDashboardScript) return get_or_head ? Route::DashboardScript : Route::MethodNotAllowed;
-  if (decoded_path == kHistory) return get_or_head ? Route::History : Route::MethodNotAllowed;
-  if (decoded_path == kHistoryEvents) return method == "GET" ? Route::HistoryEvents : Route::MethodNotAllowed;
-  if (decoded_path == kMode)
-    return (method == "GET" || method == "HEAD" || method == "POST") ? Route::Mode : Route::MethodNotAllowed;
-  if (admin_listener) return Route::NotFound;
+  const auto only = [](bool allowed, Route route) { return allowed ? route : Route::MethodNotAllowed; };
+  if (decoded_path == kQueueStatus) return only(get_or_head || method == "OPTIONS", Route::QueueStatus);
+  // A long-lived stream: HEAD would have no body to describe, OPTIONS no use.
+  if (decoded_path == kQueueEvents) return only(method == "GET", Route::QueueEvents);
+  if (room_path) {  // a site's own pages never pay for the comparisons below
+    if (decoded_path == kHealthz) return only(get_or_head, Route::Healthz);
+    if (decoded_path == kStats) return only(get_or_head, Route::Stats);
+    if (decoded_path == kCap) return only(method == "POST", Route::Cap);
+    if (decoded_path == kQueue) return only(get_or_head, Route::QueueList);
+    if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size())
+      return only(method == "DELETE", Route::QueueRemove);
+    if (decoded_path == kMetrics) return only(get_or_head, Route::Metrics);
+    if (decoded_path == kReport) return only(get_or_head, Route::Report);
+    if (decoded_path == kDashboard) return only(get_or_head, Route::Dashboard);
+    if (decoded_path == kDashboardScript) return only(get_or_head, Route::DashboardScript);
+    if (decoded_path == kHistory) return only(get_or_head, Route::History);
+    if (decoded_path == kHistoryEvents) return only(method == "GET", Route::HistoryEvents);
+    if (decoded_path == kMode) return only(get_or_head || method == "POST", Route::Mode);
+    if (admin_listener) return Route::NotFound;
+  }
   if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;
   if (matchesAny(config.asset_public, decoded_path)) return Route::PublicAsset;
