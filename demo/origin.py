@@ -8,6 +8,9 @@
                   revokes their concert_admit pass and expires its cookie
   /assets/*       static files, answered at once
   /api/time       JSON with the server time
+  /pay            a fake payment page for skipping the line: the waiting page links here with
+                  ?ticket=<ref> (-skip-url /pay?ticket={{.Ticket}}); "paying" redirects the visitor
+                  to Concert's signed /queue/promote link (HMAC-SHA256 with the promote secret)
   anything else   404 page
 
 Python standard library only; HTTP/1.1 with keep-alive (ThreadingHTTPServer, one
@@ -16,6 +19,11 @@ renders in flight.
 """
 import argparse
 import datetime
+import hashlib
+import hmac
+import html
+import os
+import urllib.parse
 import json
 import random
 import signal
@@ -93,6 +101,18 @@ CHECKOUT = """<!doctype html>
 </body></html>
 """
 
+PAY_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Skip the line</title><link rel="stylesheet" href="/assets/site.css"></head>
+<body><main>
+<h1>Skip the line</h1>
+<p>This is a fake payment page: nothing is charged. Paying sends you back to the shop ahead of everyone
+still waiting, through Concert's signed promote link.</p>
+<form method="post" action="/pay"><input type="hidden" name="ticket" value="{ref}">
+<button type="submit">Pay $5 and go in now</button></form>
+</main></body></html>
+"""
+
 CHECKOUT_FORM = """<h2>Your order</h2>
 <p>One ticket, front row, night one: $189.</p>
 <form method="post" action="/checkout" class="card" style="max-width:360px;margin-top:16px">
@@ -161,13 +181,34 @@ class Handler(BaseHTTPRequestHandler):
             self._page()
         elif path == "/checkout":
             self._checkout(CHECKOUT_FORM)
+        elif path == "/pay":
+            self._payment_page()
         else:
             self._not_found()
 
+    def _payment_page(self):
+        query = urllib.parse.parse_qs(self.path.partition("?")[2])
+        ref = query.get("ticket", [""])[0]
+        body = PAY_PAGE.format(ref=html.escape(ref, quote=True)).encode()
+        self._send(200, "text/html; charset=utf-8", body, {"Cache-Control": "no-store"})
+
+    def _paid(self, form):
+        """The payment went through: send the visitor to Concert's signed promote link."""
+        ref = urllib.parse.parse_qs(form).get("ticket", [""])[0]
+        secret = self.server.promote_secret
+        if not ref or not secret:
+            return self._send(400, "text/plain; charset=utf-8", b"no ticket to promote\n")
+        exp = int(time.time()) + 300
+        sig = hmac.new(secret.encode(), ("%s.%d" % (ref, exp)).encode(), hashlib.sha256).hexdigest()
+        location = "/queue/promote?" + urllib.parse.urlencode({"ticket": ref, "exp": exp, "sig": sig})
+        self._send(303, "text/plain; charset=utf-8", b"paid\n", {"Location": location, "Cache-Control": "no-store"})
+
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)  # the form: nothing is kept
-        if self.path.split("?", 1)[0] == "/checkout":
+        form = self.rfile.read(length).decode("utf-8", "replace")  # nothing is kept
+        if self.path.split("?", 1)[0] == "/pay":
+            self._paid(form)
+        elif self.path.split("?", 1)[0] == "/checkout":
             order = "%06d" % random.randint(0, 999999)
             self._checkout(CHECKOUT_DONE.format(order=order), {"Concert-Session": "end"})
         else:
@@ -204,6 +245,7 @@ def main():
         return 1
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     server.verbose = args.verbose
+    server.promote_secret = os.environ.get("CONCERT_PROMOTE_SECRET", "")
     sys.stderr.write("demo origin listening on http://%s:%d/\n" % (args.host, args.port))
     sys.stderr.flush()
     try:

@@ -10,6 +10,7 @@ this script exits non-zero with the reason.
 import argparse
 import errno
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -120,8 +121,11 @@ def main():
                 proc.kill()
                 proc.wait()
 
+    # The fake payment page signs /queue/promote links with the secret Concert checks them with.
+    env = dict(os.environ)
+    env.setdefault("CONCERT_PROMOTE_SECRET", secrets.token_hex(32))
     origin = subprocess.Popen([sys.executable, os.path.join(HERE, "origin.py"), "--port", str(args.origin_port)],
-                              stdin=subprocess.DEVNULL, process_group=0)
+                              stdin=subprocess.DEVNULL, process_group=0, env=env)
     children.append(("demo origin", origin))
     if not wait_port(args.origin_port, origin, 10):
         stop_children(5)
@@ -129,8 +133,10 @@ def main():
                  % (args.origin_port, origin.returncode))
 
     cmd = [args.concert, "-c", args.config, "-upstream", "http://127.0.0.1:%d" % args.origin_port,
-           "-listen", "127.0.0.1:%d" % args.port, "-assets", "/assets/*"]
-    concert = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0)
+           "-listen", "127.0.0.1:%d" % args.port, "-assets", "/assets/*",
+           # Skip the line: the waiting page links to the origin's fake payment page, reachable while queued.
+           "-rate", "0.05", "-skip-url", "/pay?ticket={{.Ticket}}", "-bypass", "/favicon.ico,/pay"]
+    concert = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0, env=env)
     children.append(("concert", concert))
     relay = Relay(concert.stderr)
     deadline = time.time() + 15

@@ -6,6 +6,8 @@
 // Strikes, by weight:
 //   a forged, tampered or foreign-key concert_admit pass       5
 //   a wrong admin token                                         5
+//   a forged, tampered or foreign-key room_pass                5
+//   a used, expired or forged invitation (?concert_invite=)     1
 //   a cookie-less page request refused by -max-tickets-per-client  1
 //   a request refused with 400, 413, 414 or 431                 1
 // -abuse-threshold strikes within 10 minutes ban the client for -abuse-ban
@@ -34,6 +36,7 @@ enum class Strike : int {
   AdminToken = 5,
   TicketLimit = 1,
   BadRequest = 1,
+  Invitation = 1,
 };
 
 // Counts a strike against the request's client when strikes are on and the
@@ -44,8 +47,8 @@ void strike(const AdmissionContext& context, const http::Request& request, Strik
 bool banned(const AdmissionContext& context, const http::Request& request, Millis now);
 http::LocalResponse banResponse();
 
-// A concert_admit cookie the request carries that is not one of ours (not an
-// expired one: a forgery). Checked once per request at dispatch when strikes
+// A concert_admit or room_pass cookie the request carries that is not one
+// of ours (not an expired one: a forgery). Checked once per request at dispatch when strikes
 // are on.
 bool carriesForgedPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now);
 

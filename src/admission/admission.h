@@ -152,6 +152,19 @@ http::LocalResponse handleMode(const AdmissionContext& context, const http::Requ
 // (404 when it holds no place). Both admin (adminRefusal). line_admin.cpp.
 http::LocalResponse handleQueueList(const AdmissionContext& context, const http::Request& request, Millis now);
 http::LocalResponse handleQueueRemove(const AdmissionContext& context, const http::Request& request);
+
+// POST /_room/promote (admin token), body {"ticket": "<ref>"} (the
+// {{.Ticket}} reference of -skip-url; a ticket number from /_room/queue is
+// taken too): the ticket leaves the line and its holder gets a room pass on
+// its next poll, event stream or page (room_pass.h). 200 {"promoted": N};
+// 404 when the reference names no ticket in line; 400 for a bad body.
+http::LocalResponse handlePromote(const AdmissionContext& context, const http::Request& request,
+                                  std::string_view body);
+// GET /queue/promote?ticket=<ref>&exp=<unix seconds>&sig=<hex>: a payment
+// page's signed link (CONCERT_PROMOTE_SECRET). Valid, unexpired and unused:
+// 303 to / with the room_pass cookie, and the ticket leaves the line.
+// Anything else: 403.
+http::LocalResponse handleQueuePromote(const AdmissionContext& context, const http::Request& request);
 // GET /_room/metrics (open, like stats): every counter, gauge and histogram
 // of the segment in Prometheus text format 0.0.4 (metrics.cpp; the names are
 // listed in concert(8), METRICS). renderMetrics is the body alone.

@@ -5,6 +5,7 @@
 
 #include "admission/cookies.h"
 #include "admission/pages.h"
+#include "admission/room_pass.h"
 #include "common/json.h"
 #include "common/page_template.h"
 
@@ -35,12 +36,25 @@ common::Language pageLanguage(const http::Request& request) {
   return common::chooseLanguage(http::joinHeader(request.headers, "Accept-Language"));
 }
 
+std::string skipUrl(const config::Config& config, std::string_view ticket_ref) {
+  if (config.rate <= 0) return std::string();
+  const std::string_view skip = config.skip_url;
+  std::string url;
+  for (size_t from = 0;;) {
+    const size_t at = skip.find(kTicketPlaceholder, from);
+    url.append(skip.substr(from, at == std::string_view::npos ? std::string_view::npos : at - from));
+    if (at == std::string_view::npos) return url;
+    url.append(ticket_ref);
+    from = at + kTicketPlaceholder.size();
+  }
+}
+
 std::string renderWaitingPage(const config::Config& config, int64_t position, common::Language language,
-                              std::optional<int64_t> eta_seconds) {
+                              std::optional<int64_t> eta_seconds, std::string_view ticket_ref) {
   std::string_view page = config.html_template.empty() ? kWaitingRoomHtml : std::string_view(config.html_template);
   return common::renderTemplate(page, [&](std::string_view name) -> std::optional<std::string> {
     if (name == ".Position") return std::to_string(position < 1 ? 1 : position);
-    if (name == ".SkipURL") return config.rate > 0 ? config.skip_url : std::string();
+    if (name == ".SkipURL") return skipUrl(config, ticket_ref);
     if (name == ".ETA") return common::etaWords(language, eta_seconds);
     if (name == ".Strings") return common::scriptStrings(language);
     return pageValue(name, language);
@@ -83,7 +97,8 @@ http::LocalResponse waitingResponse(const config::Config& config, const http::Re
     if (r.status != 200) r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
     // Without JavaScript the browser reloads into its turn (a reload counts as coming back).
     r.headers.push_back(header("Refresh", std::to_string(refreshSeconds(config, position))));
-    r.body = renderWaitingPage(config, position, pageLanguage(request), eta_seconds);
+    r.body = renderWaitingPage(config, position, pageLanguage(request), eta_seconds,
+                               ticketRef(config.admit_secret, cookie));
   }
   addPlaceCookies(config, request, cookie, r.headers);
   return r;
@@ -177,6 +192,18 @@ std::string statusWaitingBody(const config::Config& config, const shm::Segment& 
     if (rate_per_pos != 0) body.add("rate_per_pos", rate_per_pos);
   }
   return body.str();
+}
+
+http::LocalResponse promotedOrReady(const AdmissionContext& context, const http::Request& request,
+                                    const shm::TicketCookie& cookie) {
+  http::LocalResponse r = jsonResponse(200, statusReadyBody());
+  const int64_t now = unixSeconds();
+  // A single-use pass is spent by the page request; here it is only handed over.
+  if (std::optional<RoomPass> pass = collectPromotion(context, cookie, now)) {
+    const std::string value = mintRoomPass(context.config->admit_secret, *pass);
+    r.headers.push_back(header("Set-Cookie", roomPassSetCookie(*context.config, *pass, value, request.client_https, now)));
+  }
+  return r;
 }
 
 std::variant<shm::TicketCookie, http::LocalResponse> statusTicket(const http::Request& request) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <variant>
 
+#include "admission/context.h"
 #include "common/languages.h"
 #include "config/config.h"
 #include "http/request.h"
@@ -38,12 +39,18 @@ std::optional<int64_t> etaSeconds(const shm::Segment& segment, int64_t position)
 
 // The waiting page (the configured -html template, else the built-in page)
 // with its placeholders filled (common/page_template.h): {{.Position}} (at
-// least 1), {{.SkipURL}} (verbatim; empty unless -rate > 0), {{.Lang}} (the
+// least 1), {{.SkipURL}} (skipUrl; empty unless -rate > 0), {{.Lang}} (the
 // language's code), {{.ETA}} (the estimated wait in words in that language,
 // empty while unknown), {{.Strings}} (the script's strings as JSON) and
 // {{.Text.NAME}} (the page's strings in that language).
 std::string renderWaitingPage(const config::Config& config, int64_t position, common::Language language,
-                              std::optional<int64_t> eta_seconds);
+                              std::optional<int64_t> eta_seconds, std::string_view ticket_ref = {});
+
+// -skip-url with every {{.Ticket}} replaced by `ticket_ref` (room_pass.h: a
+// signed reference to the visitor's ticket, never its cookie); empty unless
+// -rate > 0.
+inline constexpr std::string_view kTicketPlaceholder = "{{.Ticket}}";
+std::string skipUrl(const config::Config& config, std::string_view ticket_ref);
 
 // The Refresh interval of the waiting page, in seconds, for a browser without
 // JavaScript: 5 up to position 10, one more for every 10 places behind that,
@@ -106,6 +113,10 @@ std::string statusCookiesRequiredBody();  // {"ready":false,"cookies_required":t
 // A waiting ticket at `position`: the position, its ETA, the room's smoothed
 // utilization, and the skip-the-line figures when -rate is set.
 std::string statusWaitingBody(const config::Config& config, const shm::Segment& segment, int64_t position);
+// The answer to a poll or event stream whose ticket left the line: the ready
+// body, with the room_pass cookie when the ticket was promoted (room_pass.h).
+http::LocalResponse promotedOrReady(const AdmissionContext& context, const http::Request& request,
+                                    const shm::TicketCookie& cookie);
 
 // The room_ticket a /queue/status or /queue/events request presents, or the
 // answer both give without a usable one: cookies_required when there is no

@@ -91,6 +91,7 @@
 #include "admission/answers.h"
 #include "admission/cookies.h"
 #include "admission/pass.h"
+#include "admission/room_pass.h"
 #include "admission/saturation_log.h"
 #include "admission/session.h"
 
@@ -118,6 +119,7 @@ class PageGuard final : public RequestGuard {
     if (state_ == State::Held) return holdExpired(request, now).response;
     if (state_ == State::SessionHeld) {
       leaveSessionWait();
+      unspend();
       return busy(request, "no slot freed in time").response;
     }
     state_ = State::Done;
@@ -135,6 +137,7 @@ class PageGuard final : public RequestGuard {
       leaveHold();
       if (!cookie_presented_) tickets().retire(cookie_.ticket, true);
     }
+    if (state_ == State::SessionHeld) unspend();
     leaveSessionWait();
     if (holding_page_) {
       holding_page_ = false;
@@ -157,7 +160,10 @@ class PageGuard final : public RequestGuard {
   Admission start(const http::Request& request, Millis now) {
     const shm::RoomMode mode = segment().modes().mode();
     if (mode == shm::RoomMode::Passthrough) return passthrough(request);
-    if (sessionPass(context_, request, unixSeconds())) return session(request, now);
+    if (std::optional<int> rank = rankOf(request, now)) {
+      rank_ = *rank;
+      return session(request, now);
+    }
     if (mode == shm::RoomMode::Reject) return maintenance(request);
     form_ = request.hasBody() || (request.method != "GET" && request.method != "HEAD");
     crawler_ = isCrawler(request);
@@ -173,6 +179,66 @@ class PageGuard final : public RequestGuard {
       // Unknown, expired, or claimed by a concurrent reload: a new arrival.
     }
     return arrive(request, now);
+  }
+
+  // Where the request goes ahead of the line (shm/types.h, ranks): a room
+  // pass (presented, or collected now from a promoted ticket) or a valid
+  // invitation at rank 0, then priority classes, then a plain session;
+  // nullopt for the line. A single-use room pass or an invitation is spent
+  // here, and handed back if the request is not admitted after all.
+  std::optional<int> rankOf(const http::Request& request, Millis now) {
+    const int64_t unix_now = unixSeconds();
+    const std::string& secret = config_.admit_secret;
+    if (std::optional<std::string> value = cookieValue(request.headers, kPassCookie)) {
+      std::optional<RoomPass> pass = verifyRoomPass(secret, *value, unix_now);
+      if (pass && spendRoomPass(*pass, unix_now)) return shm::kRoomPassRank;
+    }
+    if (std::optional<std::string> value = cookieValue(request.headers, kTicketCookie)) {
+      std::optional<shm::TicketCookie> cookie = decodeTicketCookie(*value);
+      if (cookie && collectRoomPass(request, *cookie, unix_now)) return shm::kRoomPassRank;
+    }
+    if (std::optional<std::string_view> token = http::queryValue(request.query, "concert_invite")) {
+      Invitation invite = checkInvitation(secret, *token, unix_now);
+      const uint64_t key = onceKeyFor(OnceLabel::Invitation, invite.id, static_cast<uint64_t>(invite.expiry));
+      if (invite.check == PassCheck::Valid && segment().once().claim(key, invite.expiry, unix_now)) {
+        spent_ = key;
+        count(shm::Counter::InvitationsUsedTotal);
+        return shm::kRoomPassRank;
+      }
+      // Used, expired or forged: as if the request had none, and a strike.
+      strike(context_, request, Strike::Invitation, now);
+    }
+    if (sessionPass(context_, request, unix_now)) return shm::kSessionRank;
+    return std::nullopt;
+  }
+
+  // The visitor holding this ticket cookie was promoted (room_pass.h): its
+  // room pass, spent at once when single use, else sent with the admission.
+  bool collectRoomPass(const http::Request& request, const shm::TicketCookie& cookie, int64_t unix_now) {
+    std::optional<RoomPass> pass = collectPromotion(context_, cookie, unix_now);
+    if (!pass || !spendRoomPass(*pass, unix_now)) return false;
+    if (!pass->single_use) {
+      const std::string value = mintRoomPass(config_.admit_secret, *pass);
+      extra_headers_.push_back(
+          http::Header{"Set-Cookie", roomPassSetCookie(config_, *pass, value, request.client_https, unix_now)});
+    }
+    return true;
+  }
+
+  // A room pass is good for this request: always, unless it is single use
+  // and spent already (then it is ignored).
+  bool spendRoomPass(const RoomPass& pass, int64_t unix_now) {
+    if (!pass.single_use) return true;
+    const uint64_t key = onceKeyFor(OnceLabel::RoomPassUsed, pass.id);
+    if (!segment().once().claim(key, pass.expiry, unix_now)) return false;
+    spent_ = key;
+    return true;
+  }
+
+  // The request was not admitted after all: its single-use token is good again.
+  void unspend() {
+    if (spent_) segment().once().forget(*spent_, unixSeconds());
+    spent_.reset();
   }
 
   // A new arrival: straight in when nobody waits and a slot is free, else a
@@ -325,7 +391,13 @@ class PageGuard final : public RequestGuard {
     // The ticket is gone (another request with the same cookie claimed it,
     // or it expired): a new arrival at the back, as without the hold, still
     // within the same hold deadline. Unless its client was banned meanwhile
-    // (which is what took the ticket out of the line).
+    // (which is what took the ticket out of the line), or it was promoted:
+    // then it waits ahead of everyone with its room pass.
+    if (cookie_presented_ && collectRoomPass(request, cookie_, unixSeconds())) {
+      leaveHold();
+      rank_ = shm::kRoomPassRank;
+      return session(request, now);
+    }
     if (banned(context_, request, now)) {
       leaveHold();
       count(shm::Counter::RejectedBannedTotal);
@@ -392,10 +464,13 @@ class PageGuard final : public RequestGuard {
 
   Admission session(const http::Request& request, Millis now) {
     if (takeSessionSlot()) return admitted(request);
-    if (waiters_.draining()) return busy(request, "no slot free");
+    if (waiters_.draining()) {
+      unspend();
+      return busy(request, "no slot free");
+    }
     state_ = State::SessionHeld;
     hold_deadline_ = now + config_.session_hold;
-    segment().sessions().enter(context_.slot);
+    segment().sessions().enter(context_.slot, rank_);
     in_session_wait_ = true;
     // Registered before the first check, as for held tickets.
     waiters_.park(shm::Resource::PageSlot);
@@ -405,6 +480,7 @@ class PageGuard final : public RequestGuard {
   Admission retrySession(const http::Request& request) {
     if (waiters_.draining()) {
       leaveSessionWait();
+      unspend();
       return busy(request, "no slot free");
     }
     if (std::optional<Admission> answer = modeChanged(request)) return std::move(*answer);
@@ -419,19 +495,21 @@ class PageGuard final : public RequestGuard {
     return a;
   }
 
-  // A slot for a session: any free one the line is not owed (shm/sessions.h).
-  // While the line stands still (pause, reject) it is owed nothing: it could
-  // not take what it is owed, and sessions would wait for nobody.
+  // A slot for a ranked request: any free one the line is not owed and no
+  // better rank waits for (shm/sessions.h). While the line stands still
+  // (pause, reject) it is owed nothing: it could not take what it is owed,
+  // and sessions would wait for nobody.
   bool takeSessionSlot() {
     shm::Sessions& sessions = segment().sessions();
     const int64_t line = tickets().liveQueueDepth();
     const int64_t free = static_cast<int64_t>(segment().pages().cap()) - segment().pages().occupancy();
     const int64_t owed = segment().modes().lineMoves() ? sessions.owed(line) : 0;
-    if (free - owed <= 0) return false;
+    if (free - owed - sessions.waitingAhead(rank_) <= 0) return false;
     if (!segment().pages().tryAcquire(context_.slot)) return false;
     holding_page_ = true;
     if (segment().modes().lineMoves()) sessions.sessionAdmitted(line, config_.newcomer_share);
-    count(shm::Counter::AdmissionsSessionTotal);
+    count(rank_ == shm::kSessionRank ? shm::Counter::AdmissionsSessionTotal : shm::Counter::AdmissionsPriorityTotal);
+    spent_.reset();  // a single-use token used: it stays spent
     return true;
   }
 
@@ -439,7 +517,7 @@ class PageGuard final : public RequestGuard {
     if (!in_session_wait_) return;
     in_session_wait_ = false;
     waiters_.unpark(shm::Resource::PageSlot);
-    segment().sessions().leave(context_.slot);
+    segment().sessions().leave(context_.slot, rank_);
   }
 
   Admission admitted(const http::Request& request) {
@@ -459,6 +537,7 @@ class PageGuard final : public RequestGuard {
   Admission proceed(const http::Request& request) {
     Admission a;
     a.kind = Admission::Kind::Proceed;
+    a.response_headers = extra_headers_;
     if (pass_cookie_)
       a.response_headers.push_back(
           http::Header{"Set-Cookie", admitSetCookie(config_, *pass_cookie_, request.client_https)});
@@ -511,6 +590,9 @@ class PageGuard final : public RequestGuard {
   int64_t position_ = 1;           // Held: its last known position
   Millis hold_deadline_ = 0;
   std::optional<std::string> pass_cookie_;
+  int rank_ = shm::kSessionRank;             // SessionHeld: where it waits (shm/types.h, ranks)
+  std::optional<uint64_t> spent_;            // a single-use token spent for this request (shm/once.h)
+  std::vector<http::Header> extra_headers_;  // a room_pass cookie to send with the admission
 };
 
 }  // namespace

@@ -112,6 +112,17 @@ class IdPool {
 
 }  // namespace
 
+bool hmacSha256(std::string_view secret, const void* data, size_t size, uint8_t* out, size_t out_size) {
+  if (out_size > 32) return false;
+  thread_local MacContext context;
+  return context.compute(secret, static_cast<const uint8_t*>(data), size, out, out_size);
+}
+
+bool randomBytes(uint8_t* out, size_t n) {
+  static IdPool pool;
+  return pool.next(out, n);
+}
+
 std::string base64UrlEncode(const uint8_t* data, size_t size) {
   std::string out;
   out.reserve((size * 4 + 2) / 3);
@@ -169,9 +180,8 @@ std::string mintPass(std::string_view secret, const PassId& id, int64_t expiry) 
 }
 
 std::optional<std::string> mintNewPass(std::string_view secret, int64_t now, int64_t ttl_seconds) {
-  static IdPool pool;
   PassId id;
-  if (!pool.next(id.data(), id.size())) return std::nullopt;
+  if (!randomBytes(id.data(), id.size())) return std::nullopt;
   std::string value = mintPass(secret, id, now + ttl_seconds);
   if (value.empty()) return std::nullopt;
   return value;

@@ -60,6 +60,13 @@ std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view va
 std::optional<std::string> slidePass(std::string_view secret, const std::optional<AdmitPass>& current, int64_t now,
                                      int64_t ttl_seconds, bool mint_if_missing);
 
+// The first `out_size` (at most 32) bytes of HMAC-SHA256(secret, data): the
+// MAC of every token the room signs (pass, room pass, ticket reference,
+// invitation). False when OpenSSL fails.
+bool hmacSha256(std::string_view secret, const void* data, size_t size, uint8_t* out, size_t out_size);
+// `n` bytes from the CSPRNG (buffered per process, as for pass ids).
+bool randomBytes(uint8_t* out, size_t n);
+
 // Unpadded base64url, strict; exposed for the tests.
 std::string base64UrlEncode(const uint8_t* data, size_t size);
 std::optional<std::string> base64UrlDecode(std::string_view text);

@@ -59,7 +59,7 @@ QueueEvents::Opening QueueEvents::open(const http::Request& request, Millis now)
   shm::TicketView view = context_.segment->tickets().render(cookie_, now, config.token_ttl);
   if (view.state == shm::TicketState::Unknown || view.state == shm::TicketState::Expired) {
     ended(Event{});
-    opening.response = jsonResponse(200, statusReadyBody());
+    opening.response = promotedOrReady(context_, request, cookie_);
     return opening;
   }
   opening.stream = true;

@@ -6,6 +6,7 @@
 // ones).
 #include "admission/admission.h"
 #include "admission/answers.h"
+#include "admission/room_pass.h"
 #include "common/json.h"
 
 namespace concert::admission {
@@ -19,7 +20,7 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
   const shm::TicketCookie& cookie = std::get<shm::TicketCookie>(ticket);
   shm::TicketView view = context.segment->tickets().poll(cookie, now, config.token_ttl);
   if (view.state == shm::TicketState::Unknown || view.state == shm::TicketState::Expired)
-    return jsonResponse(200, statusReadyBody());
+    return promotedOrReady(context, request, cookie);
   if (view.rate_limited) {
     common::JsonObject body;
     body.add("ready", false);

@@ -129,6 +129,7 @@ struct Config {
   std::string admit_secret;  // CONCERT_ADMIT_SECRET, else 32 random bytes from the loader
   bool admit_secret_generated = false;
   std::string admin_token;  // "" => POST /_room/cap answers 404
+  std::string promote_secret;  // CONCERT_PROMOTE_SECRET; "" => /queue/promote answers 403
 
   // -- where it came from (for reload and the log)
   std::string config_file;  // -c FILE, "" if none

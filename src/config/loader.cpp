@@ -82,6 +82,7 @@ size_t editDistance(std::string_view a, std::string_view b) {
 std::string unknownHint(std::string_view name, std::string_view dash) {
   if (name == "admit-secret") return " (secrets are read from CONCERT_ADMIT_SECRET only)";
   if (name == "admin-token") return " (secrets are read from CONCERT_ADMIN_TOKEN only)";
+  if (name == "promote-secret") return " (secrets are read from CONCERT_PROMOTE_SECRET only)";
   const Setting* best = nullptr;
   size_t best_distance = 3;
   for (const Setting& s : settings()) {
@@ -216,10 +217,13 @@ std::vector<std::string> applyText(const Setting& s, std::string_view text, Conf
 }
 
 // Where the command line asked us to go, plus the settings it set.
+constexpr Millis kMaxInviteTtl = 8760LL * 3600 * 1000;  // a year
+
 struct CommandLine {
   Action action = Action::Run;  // Version or Help once seen, else Run or TestConfig
   bool version_or_help = false;
   bool test_config = false;
+  std::optional<Millis> invite_ttl;  // -invite DURATION
   std::string config_file;
   std::optional<std::string> config_file_label;
   std::vector<std::optional<Offer>> offers;  // indexed like settings()
@@ -262,7 +266,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       continue;
     }
     const Setting* setting = findSetting(name);
-    bool known = setting != nullptr || name == "c" || name == "config" || isBoolFlag(name);
+    bool known = setting != nullptr || name == "c" || name == "config" || name == "invite" || isBoolFlag(name);
     if (!known) {
       cl.errors.push_back(label + ": unknown flag" + unknownHint(name, dash));
       continue;
@@ -297,6 +301,15 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       }
       value = args[++i];
     }
+    if (name == "invite") {
+      Parsed<Millis> ttl = parseDurationMs(*value);
+      if (!ttl.ok() || *ttl.value < 1000 || *ttl.value > kMaxInviteTtl)
+        cl.errors.push_back(label + ": must be a duration from 1s to 8760h (e.g. 48h)" +
+                            (ttl.ok() ? std::string() : ", " + ttl.error));
+      else
+        cl.invite_ttl = *ttl.value;
+      continue;
+    }
     if (name == "c" || name == "config") {
       cl.config_file = *value;
       cl.config_file_label = label;
@@ -305,7 +318,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     size_t index = static_cast<size_t>(setting - settings().data());
     cl.offers[index] = Offer{*value, label};  // the last occurrence wins, as with Go's flag package
   }
-  if (!cl.version_or_help) cl.action = cl.test_config ? Action::TestConfig : Action::Run;
+  if (!cl.version_or_help) cl.action = cl.invite_ttl ? Action::Invite : cl.test_config ? Action::TestConfig : Action::Run;
   return cl;
 }
 
@@ -490,6 +503,15 @@ void loadSecrets(const Environment& env, Config& config, LoadResult& result) {
   }
   auto token = env.find("CONCERT_ADMIN_TOKEN");
   config.admin_token = token != env.end() ? token->second : std::string();
+  auto promote = env.find("CONCERT_PROMOTE_SECRET");
+  config.promote_secret.clear();
+  if (promote != env.end() && !promote->second.empty()) {
+    if (promote->second.size() < kMinSecretBytes)
+      result.errors.push_back("CONCERT_PROMOTE_SECRET must be at least 32 bytes (got " +
+                              std::to_string(promote->second.size()) + ")");
+    else
+      config.promote_secret = promote->second;
+  }
 }
 
 }  // namespace
@@ -511,6 +533,7 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
   result.action = cl.action;
   if (cl.version_or_help) return result;  // nothing else is looked at
   result.errors = std::move(cl.errors);
+  result.invite_ttl = cl.invite_ttl.value_or(0);
 
   const size_t count = settings().size();
   std::vector<Offers> offers(count);

@@ -14,13 +14,14 @@
 
 namespace concert::config {
 
-enum class Action { Run, TestConfig, Version, Help };
+enum class Action { Run, TestConfig, Version, Help, Invite };
 
 struct LoadResult {
   Action action = Action::Run;
   ConfigPtr config;                   // set when errors is empty (and action != Version/Help)
   std::vector<std::string> errors;    // each names its setting and source
   std::vector<std::string> warnings;  // e.g. the random admit secret notice
+  Millis invite_ttl = 0;              // Invite: -invite DURATION, how long the invitation is good for
   bool ok() const { return errors.empty(); }
 };
 

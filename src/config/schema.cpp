@@ -45,8 +45,19 @@ std::string checkCookiePath(std::string_view value) {
 }
 
 // The skip URL ends up inside the waiting page's HTML and script.
-std::string checkSkipUrl(std::string_view value) {
-  if (value.empty()) return {};
+std::string checkSkipUrl(std::string_view raw) {
+  if (raw.empty()) return {};
+  // {{.Ticket}} becomes a base64url reference (letters, digits, - and _).
+  constexpr std::string_view kTicket = "{{.Ticket}}";
+  std::string expanded;
+  for (size_t from = 0;;) {
+    const size_t at = raw.find(kTicket, from);
+    expanded.append(raw.substr(from, at == std::string_view::npos ? std::string_view::npos : at - from));
+    if (at == std::string_view::npos) break;
+    expanded += 't';
+    from = at + kTicket.size();
+  }
+  std::string_view value = expanded;
   for (char c : value)
     if (isControlOrSpace(c) || c == '"' || c == '\'' || c == '\\' || c == '<' || c == '>' || c == '`')
       return "must not contain spaces, quotes, backslashes or angle brackets";
@@ -242,7 +253,8 @@ const Setting kSettings[] = {
      "{{.Text.NAME}}; any other placeholder is an error (empty = built in)",
      &Config::html_file, nullptr},
     {"skip-url", "CONCERT_SKIP_URL", VT::String, "", 0, 0, false, R::Live, kRoom,
-     "skip-the-line link on the waiting page, shown only when -rate > 0", &Config::skip_url, checkSkipUrl},
+     "skip-the-line link on the waiting page, shown only when -rate > 0; {{.Ticket}} in it becomes a signed "
+     "reference to the visitor's ticket for /_room/promote and /queue/promote", &Config::skip_url, checkSkipUrl},
     {"rate", "CONCERT_RATE", VT::Float, "0", 0, 0, false, R::Live, kRoom,
      "price per queue position shown on the waiting page (0 = no pricing)", &Config::rate, nullptr},
     {"surge", "CONCERT_SURGE", VT::Float, "0", 0, 0, false, R::Live, kRoom,
@@ -306,7 +318,9 @@ const Setting kSettings[] = {
 const Secret kSecrets[] = {
     {"CONCERT_ADMIT_SECRET", "random",
      "key for the concert_admit pass, at least 32 bytes (unset: random, passes reset on restart)"},
-    {"CONCERT_ADMIN_TOKEN", "", "bearer token for the admin endpoints: /_room/cap, queue, mode, report, the dashboard (unset: they answer 404)"},
+    {"CONCERT_ADMIN_TOKEN", "", "bearer token for the admin endpoints: /_room/cap, queue, mode, promote, report, the dashboard (unset: they answer 404)"},
+    {"CONCERT_PROMOTE_SECRET", "",
+     "key a payment page signs /queue/promote links with, at least 32 bytes (unset: /queue/promote answers 403)"},
 };
 
 std::string numberText(int64_t value, ValueType type) {

@@ -12,6 +12,8 @@ namespace {
 
 constexpr std::string_view kQueueStatus = "/queue/status";
 constexpr std::string_view kQueueEvents = "/queue/events";
+constexpr std::string_view kQueuePromote = "/queue/promote";
+constexpr std::string_view kPromote = "/_room/promote";
 constexpr std::string_view kHealthz = "/_room/healthz";
 constexpr std::string_view kStats = "/_room/stats";
 constexpr std::string_view kCap = "/_room/cap";
@@ -41,6 +43,8 @@ bool matchesAny(const config::PathList& rules, std::string_view path) {
 std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kQueueStatus) return "GET, HEAD, OPTIONS";
   if (decoded_path == kQueueEvents) return "GET";
+  if (decoded_path == kQueuePromote) return "GET, HEAD";
+  if (decoded_path == kPromote) return "POST";
   if (decoded_path == kHealthz || decoded_path == kStats) return "GET, HEAD";
   if (decoded_path == kCap) return "POST";
   if (decoded_path == kQueue) return "GET, HEAD";
@@ -65,10 +69,12 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (decoded_path == kQueueStatus) return only(get_or_head || method == "OPTIONS", Route::QueueStatus);
   // A long-lived stream: HEAD would have no body to describe, OPTIONS no use.
   if (decoded_path == kQueueEvents) return only(method == "GET", Route::QueueEvents);
+  if (decoded_path == kQueuePromote) return only(get_or_head, Route::QueuePromote);
   if (room_path) {  // a site's own pages never pay for the comparisons below
     if (decoded_path == kHealthz) return only(get_or_head, Route::Healthz);
     if (decoded_path == kStats) return only(get_or_head, Route::Stats);
     if (decoded_path == kCap) return only(method == "POST", Route::Cap);
+    if (decoded_path == kPromote) return only(method == "POST", Route::Promote);
     if (decoded_path == kQueue) return only(get_or_head, Route::QueueList);
     if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size())
       return only(method == "DELETE", Route::QueueRemove);

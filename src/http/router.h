@@ -1,8 +1,8 @@
 // Routing of a parsed request head, in this order:
 //   with -admin-listen, /_room/ paths but healthz on the public listener, and
 //   anything but /_room/ on the admin one -> 404
-//   reserved paths (/queue/status, /queue/events, /_room/healthz, /_room/stats,
-//   /_room/cap, /_room/mode, /_room/metrics, /_room/report, /_room/queue, /_room/queue/<ticket>,
+//   reserved paths (/queue/status, /queue/events, /queue/promote, /_room/healthz, /_room/stats,
+//   /_room/cap, /_room/mode, /_room/promote, /_room/metrics, /_room/report, /_room/queue, /_room/queue/<ticket>,
 //   the dashboard's /_room/, /_room/chart.js, /_room/history and /_room/history/events)
 //     -> local handlers; a wrong method -> 405 with Allow
 //   a client in -bypass-cidrs, or -bypass -> proxy, no guard;  -assets -> private asset guard;
@@ -23,6 +23,8 @@ namespace concert::http {
 enum class Route {
   QueueStatus,       // GET or OPTIONS /queue/status
   QueueEvents,       // GET /queue/events (the waiting page's event stream)
+  QueuePromote,      // GET /queue/promote?ticket=&exp=&sig= (a payment page's signed link)
+  Promote,           // POST /_room/promote (admin)
   Healthz,           // GET /_room/healthz
   Stats,             // GET /_room/stats
   Cap,               // POST /_room/cap

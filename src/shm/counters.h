@@ -84,6 +84,7 @@
   X(AdmissionsHeldTotal, admissions_held_total)                \
   X(AdmissionsSessionTotal, admissions_session_total)          \
   X(AdmissionsPriorityTotal, admissions_priority_total)        \
+  X(InvitationsUsedTotal, invitations_used_total)              \
   X(RejectedFullTotal, rejected_full_total)                    \
   X(RejectedClientLimitTotal, rejected_client_limit_total)     \
   X(RejectedBannedTotal, rejected_banned_total)                \

@@ -68,7 +68,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 10;
+constexpr uint32_t kLayoutVersion = 11;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -258,6 +258,13 @@ struct alignas(64) RoomControl {
   alignas(64) std::atomic<int64_t> rate_tat;  // everyone, by CAS: the bucket's theoretical arrival time (ns)
 };
 
+// ------------------------------------------------------------------ once marks
+// Single-use marks (once.h): one word per entry, 0 = never used; sizes in types.h.
+
+struct alignas(64) OnceTable {
+  std::atomic<uint64_t> words[kOnceEntries];
+};
+
 // ------------------------------------------------------------------ header
 struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
@@ -286,6 +293,7 @@ struct alignas(64) Header {
   LinePace pace;                                    // line_rate.h
   PaddedCounter counters[kCounterCount];            // one per CONCERT_COUNTERS entry
   RoomControl room;                                 // modes.h, admit_rate.h
+  OnceTable once;                                   // once.h
 };
 
 // One histogram's cells in one worker slot (histograms.h).
@@ -301,6 +309,7 @@ struct alignas(64) SlotRecord {
   alignas(64) std::atomic<int64_t> asset;
   alignas(64) std::atomic<int64_t> long_lived;
   alignas(64) std::atomic<int64_t> sessions_waiting;  // sessions.h
+  std::atomic<int64_t> ranked_waiting[kPriorityRanks];  // sessions.h: room passes and priority classes
   alignas(64) std::atomic<int64_t> pid;
   std::atomic<int64_t> heartbeat;
   std::atomic<uint32_t> generation;

@@ -132,6 +132,7 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       histograms_(mapping_->layout, slots_),
       history_(mapping_->layout, slots_),
       revocations_(mapping_->layout, slots_),
+      once_(mapping_->layout, slots_),
       stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, clients_, slots_) {}
 
 Segment::~Segment() = default;

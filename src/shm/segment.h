@@ -13,6 +13,7 @@
 //   assets()   the global asset semaphore                   semaphore.h
 //   passes()   per-pass asset holds                         pass_table.h
 //   revocations()  passes whose session the origin ended     revocations.h
+//   once()         single-use tokens, promoted tickets         once.h
 //   clients()  per-client live tickets, strikes and bans   clients.h
 //   histograms()  queue wait and origin response times     histograms.h
 //   history()  the dashboard's last hour, a sample a second  history.h
@@ -50,6 +51,7 @@
 #include "shm/line_rate.h"
 #include "shm/modes.h"
 #include "shm/pass_table.h"
+#include "shm/once.h"
 #include "shm/revocations.h"
 #include "shm/semaphore.h"
 #include "shm/sessions.h"
@@ -95,6 +97,8 @@ class Segment {
   const Sessions& sessions() const { return sessions_; }
   Revocations& revocations() { return revocations_; }
   const Revocations& revocations() const { return revocations_; }
+  OnceMarks& once() { return once_; }
+  const OnceMarks& once() const { return once_; }
   Clients& clients() { return clients_; }
   const Clients& clients() const { return clients_; }
   Histograms& histograms() { return histograms_; }
@@ -144,6 +148,7 @@ class Segment {
   Histograms histograms_;
   History history_;
   Revocations revocations_;
+  OnceMarks once_;
   Stats stats_;
 };
 

@@ -1,9 +1,15 @@
-// Sessions waiting for a page slot, and the line's share of freed slots
-// (traffic.md §3): the one place where the order of admission between
-// admitted visitors (sessions) and the line is decided.
+// Ranked requests waiting for a page slot (room passes, priority classes,
+// sessions), and the line's share of freed slots (traffic.md §3, §6): the
+// one place where the order of admission between everyone who goes ahead
+// of the line, and the line, is decided.
 //
-// Order when a slot frees: sessions first, then the line, except that while
-// both wait the line is owed a share of the slots. A session that takes a
+// Order when a slot frees (types.h, ranks): room passes (rank 0), then the
+// priority classes in -priority-classes order (ranks 1..7), then sessions
+// (kSessionRank), then the line; except that while any of them wait the line
+// is owed a share of the slots. Among ranks: a request of rank r may take a
+// slot iff  free - owed - waitingAhead(r) > 0, so a freed slot goes to the
+// best rank waiting; requests of one rank race for it as sessions always did.
+// Below, "session" means any ranked request. A session that takes a
 // slot while the line waits adds share / (1 - share) to the line's credit;
 // a line ticket that claims a slot while credit is one or more spends one.
 // So for every 1/share slots at least one goes to the line (share 0.2: four
@@ -16,8 +22,9 @@
 // is free takes it without waiting. The cap itself is the page semaphore's:
 // nothing here can admit anyone past it.
 //
-// States: one waiting counter per worker slot (SlotRecord::sessions_waiting,
-// only its own worker writes it, +1 on entering the wait, -1 on leaving);
+// States: waiting counters per worker slot and rank (SlotRecord::
+// sessions_waiting for kSessionRank, ::ranked_waiting[r] for the others;
+// only its own worker writes them, +1 on entering the wait, -1 on leaving);
 // the credit is a header word in thousandths of a slot, moved by CAS and
 // kept within [0, kMaxCredit]. A SIGKILL leaves the dead slot's waiting
 // count (reclaim() zeroes it) and the credit as it was (always valid).
@@ -33,9 +40,13 @@ namespace concert::shm {
 
 class Sessions : public Handle {
  public:
-  void enter(WorkerSlot slot);  // a session request starts waiting for a slot
-  void leave(WorkerSlot slot);  // it stops waiting (admitted, timed out, gone); wakes the line
-  int64_t waiting() const;
+  // A ranked request starts waiting for a slot / stops waiting (admitted,
+  // timed out, gone; leaving wakes the line).
+  void enter(WorkerSlot slot, int rank = kSessionRank);
+  void leave(WorkerSlot slot, int rank = kSessionRank);
+  int64_t waiting() const;  // every rank
+  // Requests waiting with a better rank than `rank` (0 for rank 0).
+  int64_t waitingAhead(int rank) const;
 
   // Slots the line is owed now, given how many visitors wait in it.
   int64_t owed(int64_t line_depth) const;
@@ -56,6 +67,7 @@ class Sessions : public Handle {
 
  private:
   int64_t reclaim(WorkerSlot slot) override;
+  std::atomic<int64_t>& counter(WorkerSlot slot, int rank);
   void addCredit(int64_t delta);
 };
 

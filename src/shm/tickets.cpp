@@ -334,7 +334,20 @@ void TicketRing::retire(uint64_t ticket, bool timeout) {
   slots_->wake(Resource::PageSlot);
 }
 
-bool TicketRing::remove(uint64_t ticket) {
+std::optional<uint64_t> TicketRing::nonceOf(uint64_t ticket) const {
+  const Layout& layout = *layout_;
+  if (ticket == 0 || ticket > kMaxTicket) return std::nullopt;
+  const TicketEntry& e = layout.entry(ticket);
+  const uint64_t word = e.state.load(std::memory_order_seq_cst);
+  const EntryState state = entryState(word);
+  if (entryTicket(word) != ticket || (!inLine(state) && state != EntryState::Missed)) return std::nullopt;
+  const uint64_t nonce = e.nonce.load(std::memory_order_seq_cst);
+  // Written before the entry turned Waiting; the word unchanged means it is this ticket's.
+  if (e.state.load(std::memory_order_seq_cst) != word) return std::nullopt;
+  return nonce;
+}
+
+bool TicketRing::remove(uint64_t ticket, Counter counted) {
   Layout& layout = *layout_;
   if (ticket == 0 || ticket > kMaxTicket) return false;
   uint64_t word = layout.entry(ticket).state.load(std::memory_order_seq_cst);
@@ -345,7 +358,7 @@ bool TicketRing::remove(uint64_t ticket) {
     if (casEntry(layout, ticket, word, packEntry(ticket, EntryState::Finished, entryOwner(word)))) break;
   }
   clients_->leave(layout.index(ticket), ticket);
-  layout.counter(Counter::EvictedRemovedTotal).fetch_add(1, std::memory_order_relaxed);
+  layout.counter(counted).fetch_add(1, std::memory_order_relaxed);
   advanceLowWater(layout);
   slots_->wake(Resource::PageSlot);
   return true;

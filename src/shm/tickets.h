@@ -114,6 +114,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "shm/handle.h"
@@ -192,8 +193,14 @@ class TicketRing final : public Handle {
   // Returned or Missed ticket leaves the line (Finished), its client's
   // count drops, evicted_removed_total counts it and PageSlot waiters are
   // woken. Its holder's next poll finds no place and arrives anew. False
-  // when no such ticket holds a place.
-  bool remove(uint64_t ticket);
+  // when no such ticket holds a place. A promotion (POST /_room/promote,
+  // /queue/promote) takes the ticket out the same way, counted in
+  // promoted_total instead: the places behind it shrink by one, none grows.
+  bool remove(uint64_t ticket, Counter counted = Counter::EvictedRemovedTotal);
+
+  // The nonce of a ticket that holds a place (waiting, returned or missed),
+  // to check a reference to it (admission/room_pass.h); nullopt otherwise.
+  std::optional<uint64_t> nonceOf(uint64_t ticket) const;
 
   // The head of the line, oldest first: up to `limit` Returned and Waiting
   // tickets in ticket order (a Returned ticket goes first when a slot

@@ -33,6 +33,19 @@ struct Geometry {
 // least 2^12, at most 2^23.
 Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t asset_users_max);
 
+// ---------------------------------------------------------------- ranks
+// Who waits ahead of whom for a page slot (sessions.h): rank 0 is a room
+// pass (promoted or invited visitors), ranks 1.. the origin's priority
+// classes in -priority-classes order, then plain sessions; the line comes
+// after all of them.
+constexpr int kPriorityRanks = 8;             // room pass + at most 7 priority classes
+constexpr int kRoomPassRank = 0;
+constexpr int kSessionRank = kPriorityRanks;  // a concert_admit pass and nothing more
+
+// ---------------------------------------------------------------- once marks
+constexpr uint32_t kOnceEntries = 4096;  // once.h: marks held at most
+constexpr uint32_t kOnceWindow = 32;     // entries probed from a key's home
+
 // ---------------------------------------------------------------- tickets
 // What the room_ticket cookie carries (admission/cookies.h encodes it): the
 // ticket number and the random nonce that proves the visitor was given it.

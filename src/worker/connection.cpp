@@ -386,7 +386,9 @@ void ClientConnection::dispatch() {
     case http::Route::DashboardScript: respondLocal(admission::handleDashboardScript(ctx, request_), false); return;
     case http::Route::History: respondLocal(admission::handleHistory(ctx, request_), false); return;
     case http::Route::HistoryEvents: openEvents(started_ms_); return;
-    case http::Route::Cap: collectBody(); return;
+    case http::Route::Cap:
+    case http::Route::Promote: collectBody(); return;
+    case http::Route::QueuePromote: respondLocal(admission::handleQueuePromote(ctx, request_), false); return;
     case http::Route::Mode:
       if (request_.method == "POST") {
         collectBody();
@@ -642,6 +644,7 @@ void ClientConnection::collectBody() {
 
 http::LocalResponse ClientConnection::answerCollected() {
   if (route_ == http::Route::Mode) return admission::handleMode(host_.admission(), request_, collected_);
+  if (route_ == http::Route::Promote) return admission::handlePromote(host_.admission(), request_, collected_);
   return admission::handleCap(host_.admission(), request_, collected_);
 }
 
