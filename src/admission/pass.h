@@ -60,7 +60,14 @@ std::optional<AdmitPass> verifyPass(std::string_view secret, std::string_view va
 std::optional<std::string> slidePass(std::string_view secret, const std::optional<AdmitPass>& current, int64_t now,
                                      int64_t ttl_seconds, bool mint_if_missing);
 
-// Unpadded base64url, strict; exposed for the tests.
+// The first kPassMacBytes of HMAC-SHA256(key = secret, msg = data[0,size))
+// into mac; false when OpenSSL fails. The pass's MAC, and the one other
+// values signed with the admit secret use over their own domain-separated
+// messages (priority.h).
+constexpr size_t kPassMacBytes = 16;
+bool signBytes(std::string_view secret, const uint8_t* data, size_t size, uint8_t* mac);
+
+// Unpadded base64url, strict; also used by the other signed cookies.
 std::string base64UrlEncode(const uint8_t* data, size_t size);
 std::optional<std::string> base64UrlDecode(std::string_view text);
 
