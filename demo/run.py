@@ -129,7 +129,8 @@ def main():
                  % (args.origin_port, origin.returncode))
 
     cmd = [args.concert, "-c", args.config, "-upstream", "http://127.0.0.1:%d" % args.origin_port,
-           "-listen", "127.0.0.1:%d" % args.port, "-assets", "/assets/*"]
+           "-listen", "127.0.0.1:%d" % args.port, "-assets", "/assets/*",
+           "-priority-classes", "staff,checkout"]
     concert = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0)
     children.append(("concert", concert))
     relay = Relay(concert.stderr)
