@@ -6,6 +6,10 @@
   /checkout       GET: a small checkout form (same render time); POST: completes the order
                   and ends the visitor's session with `Concert-Session: end`, so Concert
                   revokes their concert_admit pass and expires its cookie
+  /staff          a staff sign-in page whose response grants the visitor priority with
+                  `Concert-Priority: staff; ttl=3600`: Concert sets a concert_priority
+                  cookie bound to their concert_admit pass (demo/run.py configures
+                  -priority-classes staff,checkout)
   /assets/*       static files, answered at once
   /api/time       JSON with the server time
   /pay            a fake payment page for skipping the line: the waiting page links here with
@@ -83,7 +87,7 @@ PAGE = """<!doctype html>
 <a href="/checkout">Go to checkout</a> to end your visit.</p></section>
 <section class="grid">{cards}</section>
 </main>
-<footer>Served at {now} UTC · <a href="/checkout">checkout</a> · <a href="/api/time">/api/time</a> ·
+<footer>Served at {now} UTC · <a href="/checkout">checkout</a> · <a href="/staff">staff sign-in</a> · <a href="/api/time">/api/time</a> ·
 waiting room stats: <a href="/_room/stats">/_room/stats</a></footer>
 </body></html>
 """
@@ -121,6 +125,13 @@ CHECKOUT_FORM = """<h2>Your order</h2>
 </form>
 <p>Placing the order ends your visit: the response carries <code>Concert-Session: end</code>, and
 Concert revokes your admission pass on every worker. Coming back means joining the line again.</p>
+"""
+
+STAFF = """<h2>Signed in as staff</h2>
+<p>This response carries <code>Concert-Priority: staff; ttl=3600</code>. Concert keeps that header
+from your browser and sets a <code>concert_priority</code> cookie instead, signed and bound to your
+<code>concert_admit</code> pass, valid for an hour: your page requests are the staff class's, the first
+of <code>-priority-classes</code>. <a href="/">Back to the shop</a></p>
 """
 
 CHECKOUT_DONE = """<h2>Thank you, order {order} is placed</h2>
@@ -183,6 +194,8 @@ class Handler(BaseHTTPRequestHandler):
             self._checkout(CHECKOUT_FORM)
         elif path == "/pay":
             self._payment_page()
+        elif path == "/staff":
+            self._checkout(STAFF, {"Concert-Priority": "staff; ttl=3600"})
         else:
             self._not_found()
 

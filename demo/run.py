@@ -135,7 +135,8 @@ def main():
     cmd = [args.concert, "-c", args.config, "-upstream", "http://127.0.0.1:%d" % args.origin_port,
            "-listen", "127.0.0.1:%d" % args.port, "-assets", "/assets/*",
            # Skip the line: the waiting page links to the origin's fake payment page, reachable while queued.
-           "-rate", "0.05", "-skip-url", "/pay?ticket={{.Ticket}}", "-bypass", "/favicon.ico,/pay"]
+           "-rate", "0.05", "-skip-url", "/pay?ticket={{.Ticket}}", "-bypass", "/favicon.ico,/pay",
+           "-priority-classes", "staff,checkout"]
     concert = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0, env=env)
     children.append(("concert", concert))
     relay = Relay(concert.stderr)

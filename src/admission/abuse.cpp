@@ -6,6 +6,7 @@
 #include "admission/answers.h"
 #include "admission/cookies.h"
 #include "admission/pass.h"
+#include "admission/priority.h"
 #include "admission/room_pass.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -60,10 +61,13 @@ http::LocalResponse banResponse() {
 bool carriesForgedPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now) {
   if (!strikable(*context.config, request)) return false;
   const std::string& secret = context.config->admit_secret;
-  std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);
-  if (presented && checkPass(secret, *presented, unix_now).check == PassCheck::Forged) return true;
-  std::optional<std::string> room_pass = cookieValue(request.headers, kPassCookie);
-  return room_pass && checkRoomPass(secret, *room_pass, unix_now) == PassCheck::Forged;
+  if (std::optional<std::string> pass = cookieValue(request.headers, kAdmitCookie))
+    if (checkPass(secret, *pass, unix_now).check == PassCheck::Forged) return true;
+  if (std::optional<std::string> priority = cookieValue(request.headers, kPriorityCookie))
+    if (checkPriority(secret, *priority, unix_now).check == PassCheck::Forged) return true;
+  if (std::optional<std::string> room_pass = cookieValue(request.headers, kPassCookie))
+    if (checkRoomPass(secret, *room_pass, unix_now) == PassCheck::Forged) return true;
+  return false;
 }
 
 std::optional<shm::ClientTicketing> ticketing(const AdmissionContext& context, const http::Request& request) {

@@ -4,7 +4,8 @@
 // table (shm/clients.h), so every worker sees the same ones.
 //
 // Strikes, by weight:
-//   a forged, tampered or foreign-key concert_admit pass       5
+//   a forged, tampered or foreign-key concert_admit pass or
+//   concert_priority cookie (one strike per request for both)  5
 //   a wrong admin token                                         5
 //   a forged, tampered or foreign-key room_pass                5
 //   a used, expired or forged invitation (?concert_invite=)     1
@@ -47,9 +48,11 @@ void strike(const AdmissionContext& context, const http::Request& request, Strik
 bool banned(const AdmissionContext& context, const http::Request& request, Millis now);
 http::LocalResponse banResponse();
 
-// A concert_admit or room_pass cookie the request carries that is not one
-// of ours (not an expired one: a forgery). Checked once per request at dispatch when strikes
-// are on.
+// A concert_admit, room_pass or concert_priority cookie the request carries
+// that is not one of ours (not an expired one: a forgery). A genuine priority
+// cookie bound to another pass or naming a class no longer configured is not
+// a forgery: it only grants nothing (priority.h). Checked once per request at
+// dispatch when strikes are on, whether or not -priority-classes is set.
 bool carriesForgedPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now);
 
 // What TicketRing::issue needs to charge a new ticket to its client; nullopt

@@ -1,6 +1,6 @@
 // Cookie parsing, Concert-cookie stripping and Set-Cookie formatting.
 //
-// Parsing follows Go's net/http readCookies closely enough for the four
+// Parsing follows Go's net/http readCookies closely enough for the five
 // names Concert cares about: each Cookie header is split on ';', pieces are
 // trimmed of spaces and tabs, empty pieces are skipped, the name is what
 // precedes the first '='. Stripping keeps every other piece byte for byte and
@@ -24,7 +24,8 @@ std::string_view pieceName(std::string_view piece) {
 }
 
 bool isConcertCookie(std::string_view name) {
-  return name == kTicketCookie || name == kPassCookie || name == kProbeCookie || name == kAdmitCookie;
+  return name == kTicketCookie || name == kPassCookie || name == kProbeCookie || name == kAdmitCookie ||
+         name == kPriorityCookie;
 }
 
 // Calls fn(piece) for every non-empty trimmed piece of one Cookie header value;
@@ -136,6 +137,18 @@ std::string expiredAdmitSetCookie(const config::Config& config, bool https) {
   CookieAttributes a = admitAttributes(config, https);
   a.max_age = -1;
   return formatSetCookie(kAdmitCookie, "", a);
+}
+
+std::string prioritySetCookie(const config::Config& config, std::string_view value, int64_t max_age, bool https) {
+  CookieAttributes a = admitAttributes(config, https);
+  a.max_age = max_age > 0 ? max_age : -1;
+  return formatSetCookie(kPriorityCookie, value, a);
+}
+
+std::string expiredPrioritySetCookie(const config::Config& config, bool https) {
+  CookieAttributes a = admitAttributes(config, https);
+  a.max_age = -1;
+  return formatSetCookie(kPriorityCookie, "", a);
 }
 
 bool setsAdmitCookie(std::string_view set_cookie) {

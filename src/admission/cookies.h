@@ -16,14 +16,15 @@ inline constexpr std::string_view kTicketCookie = "room_ticket";
 inline constexpr std::string_view kProbeCookie = "room_probe";
 inline constexpr std::string_view kPassCookie = "room_pass";
 inline constexpr std::string_view kAdmitCookie = "concert_admit";
+inline constexpr std::string_view kPriorityCookie = "concert_priority";
 
 // The value of the first cookie called `name` across every Cookie header
 // (pieces separated by ';', surrounding spaces ignored, one pair of double
 // quotes around the value removed); nullopt when absent.
 std::optional<std::string> cookieValue(const http::Headers& headers, std::string_view name);
 
-// The Cookie header value with room_ticket, room_pass, room_probe and
-// concert_admit removed and the rest kept in order ("a=1; b=2"); nullopt when
+// The Cookie header value with room_ticket, room_pass, room_probe,
+// concert_admit and concert_priority removed and the rest kept in order ("a=1; b=2"); nullopt when
 // nothing is left (the header is then dropped, never invented).
 std::optional<std::string> stripConcertCookies(std::string_view cookie_header);
 
@@ -48,6 +49,11 @@ std::string admitSetCookie(const config::Config& config, std::string_view value,
 // Expires the admission pass in the browser (an ended session): the pass
 // cookie's Path, Domain, HttpOnly and Secure, an empty value and Max-Age=0.
 std::string expiredAdmitSetCookie(const config::Config& config, bool https);
+// The priority cookie (admission/priority.h) with the pass cookie's Path,
+// Domain, HttpOnly and Secure, living `max_age` seconds.
+std::string prioritySetCookie(const config::Config& config, std::string_view value, int64_t max_age, bool https);
+// Expires the priority cookie in the browser (Concert-Priority: none).
+std::string expiredPrioritySetCookie(const config::Config& config, bool https);
 // Does this Set-Cookie header value set (or expire) the concert_admit cookie?
 bool setsAdmitCookie(std::string_view set_cookie);
 

@@ -79,10 +79,14 @@ class MacContext {
   std::string key_;
 };
 
+MacContext& macContext() {
+  thread_local MacContext context;
+  return context;
+}
+
 // First 16 bytes of HMAC-SHA256(secret, raw[0,24)) into mac.
 bool computeMac(std::string_view secret, const uint8_t* raw, uint8_t* mac) {
-  thread_local MacContext context;
-  return context.compute(secret, raw, kSignedBytes, mac, kMacBytes);
+  return macContext().compute(secret, raw, kSignedBytes, mac, kMacBytes);
 }
 
 // Pass ids come from the CSPRNG in blocks: one RAND_bytes call per 256 ids
@@ -114,8 +118,7 @@ class IdPool {
 
 bool hmacSha256(std::string_view secret, const void* data, size_t size, uint8_t* out, size_t out_size) {
   if (out_size > 32) return false;
-  thread_local MacContext context;
-  return context.compute(secret, static_cast<const uint8_t*>(data), size, out, out_size);
+  return macContext().compute(secret, static_cast<const uint8_t*>(data), size, out, out_size);
 }
 
 bool randomBytes(uint8_t* out, size_t n) {
@@ -168,6 +171,10 @@ std::optional<std::string> base64UrlDecode(std::string_view text) {
   // (as Go's strict decoder requires), so every pass has exactly one spelling.
   if (bits > 0 && (acc & ((1u << bits) - 1)) != 0) return std::nullopt;
   return out;
+}
+
+bool signBytes(std::string_view secret, const uint8_t* data, size_t size, uint8_t* mac) {
+  return macContext().compute(secret, data, size, mac, kMacBytes);
 }
 
 std::string mintPass(std::string_view secret, const PassId& id, int64_t expiry) {

@@ -61,13 +61,17 @@ std::optional<std::string> slidePass(std::string_view secret, const std::optiona
                                      int64_t ttl_seconds, bool mint_if_missing);
 
 // The first `out_size` (at most 32) bytes of HMAC-SHA256(secret, data): the
-// MAC of every token the room signs (pass, room pass, ticket reference,
-// invitation). False when OpenSSL fails.
+// MAC of every token the room signs (pass, priority cookie, room pass, ticket
+// reference, invitation), each over its own domain-separated key or message.
+// False when OpenSSL fails.
 bool hmacSha256(std::string_view secret, const void* data, size_t size, uint8_t* out, size_t out_size);
+// The first kPassMacBytes of it: the pass's MAC length (priority.h uses it too).
+constexpr size_t kPassMacBytes = 16;
+bool signBytes(std::string_view secret, const uint8_t* data, size_t size, uint8_t* mac);
 // `n` bytes from the CSPRNG (buffered per process, as for pass ids).
 bool randomBytes(uint8_t* out, size_t n);
 
-// Unpadded base64url, strict; exposed for the tests.
+// Unpadded base64url, strict; also used by the other signed cookies.
 std::string base64UrlEncode(const uint8_t* data, size_t size);
 std::optional<std::string> base64UrlDecode(std::string_view text);
 

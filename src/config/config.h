@@ -100,6 +100,8 @@ struct Config {
   double rate = 0;
   double surge = 0;
   Millis pass_duration = 0;
+  std::string priority_classes;                // -priority-classes as configured: "" (off) or "staff,checkout"
+  std::vector<std::string> priority_class_list;  // derived: the names, highest priority first
   bool api_json = true;
   int retry_after = 5;  // clamped to >= 1
   std::string mode = "open";          // the room's mode at start and after a reload that changes it (shm/modes.h)

@@ -605,6 +605,8 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     if (!agent.empty()) config->crawler_agent_list.push_back(std::move(agent));
     from = to + 1;
   }
+  if (Parsed<std::vector<std::string>> classes = parsePriorityClasses(config->priority_classes); classes.ok())
+    config->priority_class_list = std::move(*classes.value);
   if (Parsed<AdmitRateSpec> rate = parseAdmitRate(config->admit_rate); rate.ok()) {
     config->admit_interval_ns = rate.value->interval_ns;
     const int64_t per_second = rate.value->count * 1000 / std::max<int64_t>(rate.value->per_ms, 1);

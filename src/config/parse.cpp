@@ -4,6 +4,7 @@
 #include "config/parse.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -400,6 +401,48 @@ Parsed<AdmitRateSpec> parseAdmitRate(std::string_view text) {
   spec.per_ms = unit == 's' ? 1000 : 60'000;
   spec.interval_ns = spec.per_ms * 1'000'000 / spec.count;
   return Parsed<AdmitRateSpec>{spec, {}};
+}
+
+Parsed<std::vector<std::string>> parsePriorityClasses(std::string_view text) {
+  using Result = Parsed<std::vector<std::string>>;
+  std::vector<std::string> names;
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+  };
+  if (trim(text).empty()) return Result{names, {}};
+  static constexpr std::string_view kTokenPunct = "!#$%&'*+-.^_`|~";
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  for (size_t from = 0; from <= text.size();) {
+    size_t to = text.find(',', from);
+    if (to == std::string_view::npos) to = text.size();
+    const std::string_view name = trim(text.substr(from, to - from));
+    from = to + 1;
+    if (name.empty()) return Result::fail("has an empty class name (names are separated by single commas)");
+    for (char c : name) {
+      const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                      kTokenPunct.find(c) != std::string_view::npos;
+      if (!ok)
+        return Result::fail("class \"" + std::string(name) +
+                            "\" must be a token (letters, digits and !#$%&'*+-.^_`|~)");
+    }
+    if (name.size() > kMaxPriorityClassChars)
+      return Result::fail("class \"" + std::string(name) + "\" is longer than " +
+                          std::to_string(kMaxPriorityClassChars) + " characters");
+    if (lower(name) == "none") return Result::fail("\"none\" cannot be a class: Concert-Priority: none clears one");
+    for (const std::string& seen : names)
+      if (lower(seen) == lower(name))
+        return Result::fail("class \"" + std::string(name) + "\" is listed twice (names are compared without case)");
+    names.emplace_back(name);
+    if (names.size() > kMaxPriorityClasses)
+      return Result::fail("has more than " + std::to_string(kMaxPriorityClasses) + " classes");
+  }
+  return Result{names, {}};
 }
 
 }  // namespace concert::config

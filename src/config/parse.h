@@ -90,6 +90,15 @@ struct AdmitRateSpec {
 };
 Parsed<AdmitRateSpec> parseAdmitRate(std::string_view text);
 
+// -priority-classes: class names separated by commas, highest priority
+// first; "" is none (off). Each name is an HTTP token of at most 32
+// characters, not "none" (which clears a class, Concert-Priority); names
+// are compared without case, so no two may differ only in case; at most
+// kMaxPriorityClasses. Surrounding spaces are trimmed, empty names refused.
+inline constexpr size_t kMaxPriorityClasses = 7;
+inline constexpr size_t kMaxPriorityClassChars = 32;
+Parsed<std::vector<std::string>> parsePriorityClasses(std::string_view text);
+
 // Byte count in the largest exact unit: 67108864 -> "64MB", 1000 -> "1000".
 std::string byteSizeString(int64_t bytes);
 

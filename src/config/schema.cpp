@@ -261,6 +261,10 @@ const Setting kSettings[] = {
      "extra price per position for every ticket in the queue", &Config::surge, nullptr},
     {"pass", "CONCERT_PASS_DURATION", VT::Duration, "0", kMinute, 24 * kHour, true, R::Live, kRoom,
      "VIP pass lifetime (0 = off)", &Config::pass_duration, nullptr},
+    {"priority-classes", "CONCERT_PRIORITY_CLASSES", VT::String, "", 0, 0, false, R::Live, kRoom,
+     "classes the origin may grant with Concert-Priority: <class>[; ttl=<seconds>], comma separated, highest "
+     "first (at most 7 tokens; empty = off)",
+     &Config::priority_classes, [](std::string_view value) { return parsePriorityClasses(value).error; }},
     {"api-json", "CONCERT_API_JSON", VT::Bool, "true", 0, 0, false, R::Live, kRoom,
      "answer non-browser clients with JSON 429/503 instead of the waiting page", &Config::api_json, nullptr},
     {"retry-after", "CONCERT_RETRY_AFTER", VT::Int, "5", std::numeric_limits<int32_t>::min(), kInt32Max, false, R::Live,

@@ -13,6 +13,7 @@
 #include "admission/abuse.h"
 #include "admission/admission.h"
 #include "admission/dashboard.h"
+#include "admission/priority.h"
 #include "admission/session.h"
 #include "http/client_address.h"
 #include "http/proxy_protocol.h"
@@ -836,6 +837,11 @@ void ClientConnection::abortConnection(const char* what) {
 
 void ClientConnection::sessionEnded() {
   admission::endSession(host_.admission(), request_, unixSeconds());
+}
+
+std::optional<std::string> ClientConnection::priorityGranted(std::string_view header_value,
+                                                             const http::Headers& response_headers) {
+  return admission::grantPriority(host_.admission(), request_, response_headers, header_value, unixSeconds());
 }
 
 // The origin's answers and errors, counted in the segment (shm/counters.h)

@@ -117,6 +117,8 @@ class ClientConnection final : private OriginExchange::Client {
   void timedOut(TimeoutPhase phase) override;
   void abortConnection(const char* what) override;
   void sessionEnded() override;
+  std::optional<std::string> priorityGranted(std::string_view header_value,
+                                             const http::Headers& response_headers) override;
   void originAnswered(int status, int64_t micros) override;
   void originFailed(OriginError kind) override;
   void fail(const char* what);  // an exception in a client-side callback: log, close

@@ -375,7 +375,10 @@ void OriginExchange::readResponse() {
     http::ResponseHead& head = parser.response();
     if (head.status == 101 || head.status >= 200)
       client_.originAnswered(head.status, sent_us_ == 0 ? 0 : monotonicUs() - sent_us_);
-    if ((head.status == 101 || head.status >= 200) && endsSession(head)) endSession();
+    if ((head.status == 101 || head.status >= 200) && endsSession(head))
+      endSession();
+    else if ((head.status == 101 || head.status >= 200) && !detached_)
+      grantPriority(head);
     if (detached_ && (head.status == 101 || (head.status >= 200 && isEventStream(head)))) {
       finishDetached(false);  // nothing left to wait for
       return;
@@ -527,6 +530,18 @@ void OriginExchange::endSession() {
   client_.sessionEnded();
   session_end_extra_ = sessionEndHeaders(*extra_, admission::expiredAdmitSetCookie(config_, client_.request().client_https));
   extra_ = &session_end_extra_;
+}
+
+// A response that ends the session grants nothing: the pass a priority
+// cookie would be bound to is revoked with it.
+void OriginExchange::grantPriority(const http::ResponseHead& head) {
+  std::string_view value;
+  if (!priorityHeader(head, value)) return;
+  std::optional<std::string> set_cookie = client_.priorityGranted(value, *extra_);
+  if (!set_cookie) return;
+  priority_extra_ = *extra_;
+  priority_extra_.push_back(http::Header{"Set-Cookie", std::move(*set_cookie)});
+  extra_ = &priority_extra_;
 }
 
 void OriginExchange::startTunnel() {

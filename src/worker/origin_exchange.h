@@ -35,7 +35,9 @@
 #include <event2/event.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "config/config.h"
 #include "http/request.h"
@@ -97,6 +99,14 @@ class OriginExchange {
     // end): revoke the request's pass. Called once, before the response head
     // goes out, and also when the client is gone (detached).
     virtual void sessionEnded() = 0;
+    // The origin grants a priority class (Concert-Priority: `header_value`,
+    // which never reaches the client): the Set-Cookie value to add to the
+    // response, or nullopt for none. `response_headers` are the guard's
+    // headers going out with it (a concert_admit being set is the pass the
+    // grant binds to). Called once, before the response head goes out, and
+    // never for a detached exchange or a response that ends the session.
+    virtual std::optional<std::string> priorityGranted(std::string_view header_value,
+                                                       const http::Headers& response_headers) = 0;
     // The origin's final response head arrived (101, or 200..599; an interim
     // 100/103 does not count), `micros` after the whole request was queued
     // toward the origin (requestSent(); 0 if the head came first). Also for a
@@ -166,6 +176,7 @@ class OriginExchange {
   void startTunnel();
   void armResponseTimer();
   void endSession();  // Concert-Session: end in the response head
+  void grantPriority(const http::ResponseHead& head);  // Concert-Priority in the response head
 
   event_base* base_;
   UpstreamPool& pool_;
@@ -175,6 +186,7 @@ class OriginExchange {
   event* response_timer_ = nullptr;
   const http::Headers* extra_ = nullptr;
   http::Headers session_end_extra_;  // extra_ for a response that ends the session
+  http::Headers priority_extra_;     // extra_ plus the concert_priority Set-Cookie
   Phase phase_ = Phase::None;
   BodyFraming body_ = BodyFraming::Length;
   ClientFraming framing_ = ClientFraming::None;

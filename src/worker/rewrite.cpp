@@ -4,6 +4,7 @@
 #include "worker/rewrite.h"
 
 #include "admission/cookies.h"
+#include "admission/priority.h"
 #include "http/client_address.h"
 #include "http/response.h"
 
@@ -133,7 +134,8 @@ void buildClientResponseHead(const http::ResponseHead& origin, const http::Reque
   for (const http::Header& h : origin.headers) {
     const std::string_view name = h.name;
     if (isHopByHop(name) || http::equalsIgnoreCase(name, "Content-Length") ||
-        http::equalsIgnoreCase(name, kSessionHeader) || namedByConnection(origin.headers, name))
+        http::equalsIgnoreCase(name, kSessionHeader) || http::equalsIgnoreCase(name, admission::kPriorityHeader) ||
+        namedByConnection(origin.headers, name))
       continue;
     if (!has_date && http::equalsIgnoreCase(name, "Date")) has_date = true;
     appendHeader(out, name, h.value);
@@ -174,6 +176,15 @@ http::Headers sessionEndHeaders(const http::Headers& extra, std::string_view exp
     if (!(http::equalsIgnoreCase(h.name, "Set-Cookie") && admission::setsAdmitCookie(h.value))) out.push_back(h);
   out.push_back(http::Header{"Set-Cookie", std::string(expire_cookie)});
   return out;
+}
+
+bool priorityHeader(const http::ResponseHead& origin, std::string_view& value) {
+  for (const http::Header& h : origin.headers)
+    if (http::equalsIgnoreCase(h.name, admission::kPriorityHeader)) {
+      value = h.value;
+      return true;
+    }
+  return false;
 }
 
 bool isEventStream(const http::ResponseHead& origin) {

@@ -41,7 +41,7 @@ std::string upstreamTarget(const config::Upstream& upstream, const http::Request
 void buildUpstreamRequestHead(const http::Request& request, const config::Config& config, std::string& out);
 
 // The response head toward the client: origin status and headers minus
-// hop-by-hop and framing headers and Concert-Session, then `extra` (the
+// hop-by-hop and framing headers, Concert-Session and Concert-Priority, then `extra` (the
 // guard's Set-Cookie), Concert's framing, Date when the origin sent none, and
 // Connection.
 void buildClientResponseHead(const http::ResponseHead& origin, const http::Request& request, ClientFraming framing,
@@ -60,6 +60,11 @@ bool endsSession(const http::ResponseHead& origin);
 // kept in order, and `expire_cookie` (the Set-Cookie value that expires the
 // pass) added.
 http::Headers sessionEndHeaders(const http::Headers& extra, std::string_view expire_cookie);
+
+// The first Concert-Priority header of the origin's response, the origin's
+// grant of a priority class (traffic.md §6.6, admission/priority.h); it never
+// reaches the client. False when there is none.
+bool priorityHeader(const http::ResponseHead& origin, std::string_view& value);
 
 // A `text/event-stream` response: long-lived, bounded by the tunnel timeout
 // instead of the upstream read timeout.

@@ -19,6 +19,7 @@ requests in flight at once, overall and for page paths. Behaviour by path:
   /headers            JSON of the received headers
   /end-session        "session ended", ending the visitor's session: Concert-Session: end (or
                       ?value=V), plus the origin's own Set-Cookie order=done
+  /priority           "priority granted" with Concert-Priority: staff; ttl=3600 (or ?value=V)
   anything else       "ok"
 """
 import json
@@ -214,6 +215,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/end-session":
             return self._send(200, b"session ended", extra=[("Concert-Session", qs.get("value", ["end"])[0]),
                                                             ("Set-Cookie", "order=done; Path=/")])
+        if path == "/priority":
+            return self._send(200, b"priority granted",
+                              extra=[("Concert-Priority", qs.get("value", ["staff; ttl=3600"])[0])])
         if path == "/headers":
             return self._send(200, json.dumps(list(self.headers.items())).encode(), "application/json")
         return self._send(200, b"ok")

@@ -724,6 +724,28 @@ TEST_CASE("-admit-rate N/s or N/m and -admit-burst: the interval, the burst's de
   CHECK(contains(env.errors, "CONCERT_ADMIT_RATE (env): must be N/s or N/m"));
 }
 
+TEST_CASE("-priority-classes: the names in order, or an error naming the setting") {
+  LoadResult off = run({}, withSecret());
+  CHECK(okConfig(off).priority_class_list.empty());
+  LoadResult r;
+  CHECK(expectFlagOk(r, "priority-classes", "staff,checkout").priority_class_list ==
+        std::vector<std::string>{"staff", "checkout"});
+  CHECK(expectFlagOk(r, "priority-classes", " staff , Check-Out ").priority_class_list ==
+        std::vector<std::string>{"staff", "Check-Out"});
+  CHECK(expectFlagOk(r, "priority-classes", "a,b,c,d,e,f,g").priority_class_list.size() == 7);
+  CHECK(expectFlagOk(r, "priority-classes", "").priority_class_list.empty());
+  expectFlagError("priority-classes", "a,b,c,d,e,f,g,h", "more than 7 classes");
+  expectFlagError("priority-classes", "staff,Staff", "listed twice");
+  expectFlagError("priority-classes", "staff,,checkout", "empty class name");
+  expectFlagError("priority-classes", "staff,", "empty class name");
+  expectFlagError("priority-classes", "st aff", "must be a token");
+  expectFlagError("priority-classes", "staff;ttl=5", "must be a token");
+  expectFlagError("priority-classes", "none", "\"none\" cannot be a class");
+  expectFlagError("priority-classes", std::string(33, 'x'), "longer than 32");
+  LoadResult env = run({}, withSecret({{"CONCERT_PRIORITY_CLASSES", "a,a"}}));
+  CHECK(contains(env.errors, "CONCERT_PRIORITY_CLASSES (env): class \"a\" is listed twice"));
+}
+
 TEST_CASE("-maintenance-html loads the page with the placeholders of the room's other pages") {
   TempDir dir;
   const std::string page = dir.write("m.html", "<html lang=\"{{.Lang}}\"><h1>{{.Text.MaintenanceTitle}}</h1></html>\n");

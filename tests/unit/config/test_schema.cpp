@@ -135,6 +135,7 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"maintenance-html", "CONCERT_MAINTENANCE_HTML"},
       {"admit-rate", "CONCERT_ADMIT_RATE"},
       {"admit-burst", "CONCERT_ADMIT_BURST"},
+      {"priority-classes", "CONCERT_PRIORITY_CLASSES"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;

@@ -395,6 +395,12 @@ TEST_CASE("request head: Concert's cookies are stripped, the rest kept in order"
   buildUpstreamRequestHead(r, c, out);
   CHECK(hasLine(out, "Cookie: session=keep; theme=dark"));
 
+  Request priority = sampleRequest();
+  priority.headers.push_back({"Cookie", "a=1; concert_priority=p; concert_admit=z; b=2"});
+  out.clear();
+  buildUpstreamRequestHead(priority, c, out);
+  CHECK(hasLine(out, "Cookie: a=1; b=2"));
+
   Request only = sampleRequest();
   only.headers.push_back({"Cookie", "room_probe=1; concert_admit=z"});
   out.clear();
@@ -460,6 +466,30 @@ TEST_CASE("Concert-Session: end is told in any case, and never reaches the clien
     CHECK(hasLine(out, "Set-Cookie: cart=1"));
     CHECK(hasLine(out, "Content-Type: text/html"));
   }
+}
+
+TEST_CASE("Concert-Priority is found in any case and never reaches the client") {
+  ResponseHead origin;
+  origin.status = 200;
+  origin.content_length = 2;
+  std::string_view value;
+  CHECK_FALSE(priorityHeader(origin, value));
+  origin.headers = {{"X-Concert-Priority", "staff"}};
+  CHECK_FALSE(priorityHeader(origin, value));
+  origin.headers = {{"Content-Type", "text/html"}, {"concert-PRIORITY", "staff; ttl=60"}, {"Concert-Priority", "vip"},
+                    {"Set-Cookie", "cart=1"}};
+  REQUIRE(priorityHeader(origin, value));
+  CHECK(value == "staff; ttl=60");  // the first one
+
+  Request get;
+  get.method = "GET";
+  get.http_minor = 1;
+  std::string out;
+  buildClientResponseHead(origin, get, ClientFraming::Length, false, {{"Set-Cookie", "concert_priority=x"}}, out);
+  CHECK_FALSE(hasName(out, "Concert-Priority"));
+  CHECK(hasLine(out, "Set-Cookie: cart=1"));
+  CHECK(hasLine(out, "Set-Cookie: concert_priority=x"));
+  CHECK(hasLine(out, "Content-Type: text/html"));
 }
 
 TEST_CASE("a response that ends the session expires concert_admit instead of sliding it") {
