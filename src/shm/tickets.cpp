@@ -247,9 +247,10 @@ uint64_t TicketRing::takeNext(WorkerSlot slot, uint64_t& previous) {
     }
     if (!casEntry(layout, next, word, packEntry(next, EntryState::Reserved, slot))) continue;
     previous = entryTicket(word);
+    const uint64_t ticket = next;  // a failed CAS below overwrites `next`
     // A helper may have advanced it already; either way it is past our ticket.
-    h.next_ticket.compare_exchange_strong(next, next + 1, std::memory_order_seq_cst);
-    return next;
+    h.next_ticket.compare_exchange_strong(next, ticket + 1, std::memory_order_seq_cst);
+    return ticket;
   }
 }
 
