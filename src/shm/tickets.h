@@ -96,7 +96,8 @@
 // seen and cookie_sent by the issuer and by touches (render / touch / poll);
 // the client tag by the issuer, and cleared by CAS by whoever leaves;
 // ready_since by the janitor; next_ticket and low_water by anyone, forward
-// only, by CAS.
+// only, by CAS; the sale's block word by CAS from its opener, helpers, the
+// janitor and reclaim (see "Scheduled sale" below).
 //
 // A SIGKILL leaves at most: Reserved entries owned by the dead slot
 // (reclaim() finishes them and leaves their client if the tag was written;
@@ -105,7 +106,10 @@
 // entry leaves it), bitmap bits or counts that disagree with the
 // state words (reclaim() resyncs every entry's bits and rebuilds the counts),
 // next_ticket one behind an entry that already names the next number (the
-// next issuer, or reclaim, helps it forward), and a page slot taken for a
+// next issuer, or reclaim, helps it forward; a block's head moves it a whole
+// block), a sale's block word Opening(P, slot) (reclaim finishes the opening
+// or gives the word back), block numbers not vacated yet (the janitor's next
+// pass), and a page slot taken for a
 // claim not made (the slot's page counter: the page semaphore's reclaim).
 // Waiting entries belong to visitors' cookies, not to the worker that issued
 // them, and stay in line.
