@@ -423,9 +423,8 @@ Parsed<int64_t> parseRfc3339Ms(std::string_view text) {
     return true;
   };
   int year, month, day, hour, minute, second;
-  if (!number(4, year) || !literal("-") || !number(2, month) || !literal("-") || !number(2, day) ||
-      !literal("Tt ") || !number(2, hour) || !literal(":") || !number(2, minute) || !literal(":") ||
-      !number(2, second))
+  if (!number(4, year) || !literal("-") || !number(2, month) || !literal("-") || !number(2, day) || !literal("Tt ") ||
+      !number(2, hour) || !literal(":") || !number(2, minute) || !literal(":") || !number(2, second))
     return Parsed<int64_t>::fail(usage);
   int64_t millis = 0;
   if (at < text.size() && text[at] == '.') {

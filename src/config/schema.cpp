@@ -272,8 +272,8 @@ const Setting kSettings[] = {
      &Config::admit_burst, nullptr},
     // -- scheduled sale (traffic.md §6.7)
     {"event-start", "CONCERT_EVENT_START", VT::String, "", 0, 0, false, R::Live, kRoom,
-     "a scheduled sale's start, an RFC 3339 time such as 2026-12-24T18:00:00Z (empty = no sale)",
-     &Config::event_start, checkEventStart},
+     "a scheduled sale's start, an RFC 3339 time such as 2026-12-24T18:00:00Z (empty = no sale)", &Config::event_start,
+     checkEventStart},
     {"prequeue", "CONCERT_PREQUEUE", VT::Duration, "0", 1, 30 * 24 * kHour, true, R::Live, kRoom,
      "from this long before -event-start until it, nobody is admitted and arrivals get tickets; the waiting page "
      "counts down to the start (0 = no pre-queue)",

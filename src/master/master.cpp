@@ -202,7 +202,7 @@ class Master {
   Millis next_janitor_ = 0;
   Millis next_reap_ = 0;
   Millis next_sweep_ = 0;
-  uint64_t logged_block_ = 0;  // the pre-queue block whose opening was last logged
+  uint64_t logged_block_ = 0;    // the pre-queue block whose opening was last logged
   shm::HistorySampler history_;  // the dashboard's samples (janitor); kept across reloads
 
   bool stopping_ = false;

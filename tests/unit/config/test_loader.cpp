@@ -754,8 +754,8 @@ TEST_CASE("-event-start (RFC 3339), -prequeue and -shuffle-prequeue: values, def
   CHECK(expectFlagOk(west, "event-start", "2026-12-24T13:00:00-05:00").event_start_ms == 1'798'135'200'000);
   LoadResult leap;
   CHECK(expectFlagOk(leap, "event-start", "2028-02-29t00:00:00z").event_start_ms == 1'835'395'200'000);
-  LoadResult both = run({"-event-start", "2026-12-24T18:00:00Z", "-prequeue", "15m", "-shuffle-prequeue=false"},
-                        withSecret());
+  LoadResult both =
+      run({"-event-start", "2026-12-24T18:00:00Z", "-prequeue", "15m", "-shuffle-prequeue=false"}, withSecret());
   CHECK(okConfig(both).prequeue == 15 * 60 * 1000);
   CHECK_FALSE(okConfig(both).shuffle_prequeue);
   for (const char* bad : {"tomorrow", "2026-12-24", "2026-12-24T18:00:00", "2026-12-24 18:00Z", "2026-13-01T00:00:00Z",
