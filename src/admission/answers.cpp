@@ -2,6 +2,7 @@
 #include "admission/answers.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "admission/cookies.h"
 #include "admission/pages.h"
@@ -49,11 +50,41 @@ std::string skipUrl(const config::Config& config, std::string_view ticket_ref) {
   }
 }
 
+SaleCountdown saleCountdown(const shm::Segment& segment) {
+  SaleCountdown sale;
+  sale.starts_in = segment.sale().startsIn(unixMs());
+  if (sale.starts_in > 0) sale.start_unix_ms = segment.sale().startMs();
+  return sale;
+}
+
+namespace {
+
+// "The sale starts at 18:00:00 UTC, in about 5 minutes." (empty without a pre-queue)
+std::string saleStartsWords(common::Language language, const SaleCountdown& sale) {
+  if (sale.starts_in <= 0) return std::string();
+  const int64_t day_seconds = (sale.start_unix_ms / 1000) % 86400;
+  char clock[16];
+  std::snprintf(clock, sizeof clock, "%02d:%02d:%02d", static_cast<int>(day_seconds / 3600),
+                static_cast<int>(day_seconds / 60 % 60), static_cast<int>(day_seconds % 60));
+  std::string words(common::text(language, common::Text::SaleStarts));
+  auto put = [&](std::string_view key, const std::string& value) {
+    if (size_t at = words.find(key); at != std::string::npos) words.replace(at, key.size(), value);
+  };
+  put("{time}", clock);
+  put("{in}", common::etaWords(language, sale.starts_in));
+  return words;
+}
+
+}  // namespace
+
 std::string renderWaitingPage(const config::Config& config, int64_t position, common::Language language,
-                              std::optional<int64_t> eta_seconds, std::string_view ticket_ref) {
+                              std::optional<int64_t> eta_seconds, const SaleCountdown& sale,
+                              std::string_view ticket_ref) {
   std::string_view page = config.html_template.empty() ? kWaitingRoomHtml : std::string_view(config.html_template);
   return common::renderTemplate(page, [&](std::string_view name) -> std::optional<std::string> {
     if (name == ".Position") return std::to_string(position < 1 ? 1 : position);
+    if (name == ".StartsIn") return sale.starts_in > 0 ? std::to_string(sale.starts_in) : std::string();
+    if (name == ".SaleStarts") return saleStartsWords(language, sale);
     if (name == ".SkipURL") return skipUrl(config, ticket_ref);
     if (name == ".ETA") return common::etaWords(language, eta_seconds);
     if (name == ".Strings") return common::scriptStrings(language);
@@ -74,7 +105,7 @@ std::optional<int64_t> etaSeconds(const shm::Segment& segment, int64_t position)
 
 http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
                                     const shm::TicketCookie& cookie, int64_t position,
-                                    std::optional<int64_t> eta_seconds) {
+                                    std::optional<int64_t> eta_seconds, const SaleCountdown& sale) {
   http::LocalResponse r;
   if (config.api_json && !wantsHtml(request)) {
     // Byte-exact: Go marshals this map with its keys sorted (eta_seconds,
@@ -83,13 +114,13 @@ http::LocalResponse waitingResponse(const config::Config& config, const http::Re
     r.headers.push_back(header("Content-Type", std::string(kJsonType)));
     r.headers.push_back(header("Cache-Control", "no-store"));
     r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
-    r.body = common::JsonObject()
-                 .add("eta_seconds", eta_seconds)
-                 .add("hint", "keep the room_ticket cookie and retry to hold your position")
-                 .add("queued", true)
-                 .add("retry_after_seconds", config.retry_after)
-                 .add("status_url", "/queue/status")
-                 .str();
+    common::JsonObject body;
+    body.add("eta_seconds", eta_seconds)
+        .add("hint", "keep the room_ticket cookie and retry to hold your position")
+        .add("queued", true)
+        .add("retry_after_seconds", config.retry_after);
+    if (sale.starts_in > 0) body.add("starts_in", sale.starts_in);
+    r.body = body.add("status_url", "/queue/status").str();
   } else {
     r.status = config.queue_status;  // -queue-status: 200, 429 or 503
     r.headers.push_back(header("Content-Type", std::string(kHtmlType)));
@@ -97,7 +128,7 @@ http::LocalResponse waitingResponse(const config::Config& config, const http::Re
     if (r.status != 200) r.headers.push_back(header("Retry-After", std::to_string(config.retry_after)));
     // Without JavaScript the browser reloads into its turn (a reload counts as coming back).
     r.headers.push_back(header("Refresh", std::to_string(refreshSeconds(config, position))));
-    r.body = renderWaitingPage(config, position, pageLanguage(request), eta_seconds,
+    r.body = renderWaitingPage(config, position, pageLanguage(request), eta_seconds, sale,
                                ticketRef(config.admit_secret, cookie));
   }
   addPlaceCookies(config, request, cookie, r.headers);
@@ -181,6 +212,8 @@ std::string statusCookiesRequiredBody() {
 std::string statusWaitingBody(const config::Config& config, const shm::Segment& segment, int64_t position) {
   common::JsonObject body;
   body.add("ready", false);
+  if (const SaleCountdown sale = saleCountdown(segment); sale.starts_in > 0)
+    return body.add("starts_in", sale.starts_in).str();
   if (position != 0) body.add("position", position);
   body.add("eta_seconds", etaSeconds(segment, position));
   double utilization = segment.stats().utilization();

@@ -43,8 +43,19 @@ std::optional<int64_t> etaSeconds(const shm::Segment& segment, int64_t position)
 // language's code), {{.ETA}} (the estimated wait in words in that language,
 // empty while unknown), {{.Strings}} (the script's strings as JSON) and
 // {{.Text.NAME}} (the page's strings in that language).
+// During a scheduled sale's pre-queue (`sale`) positions mean nothing yet:
+// {{.StartsIn}} is the seconds until the start and {{.SaleStarts}} says when
+// it starts in words (both empty otherwise); the built-in page shows that
+// instead of the position, and counts down with its script.
+struct SaleCountdown {
+  int64_t starts_in = 0;      // seconds until the start; 0: no pre-queue now
+  int64_t start_unix_ms = 0;  // the start
+};
+SaleCountdown saleCountdown(const shm::Segment& segment);
+
 std::string renderWaitingPage(const config::Config& config, int64_t position, common::Language language,
-                              std::optional<int64_t> eta_seconds, std::string_view ticket_ref = {});
+                              std::optional<int64_t> eta_seconds, const SaleCountdown& sale = {},
+                              std::string_view ticket_ref = {});
 
 // -skip-url with every {{.Ticket}} replaced by `ticket_ref` (room_pass.h: a
 // signed reference to the visitor's ticket, never its cookie); empty unless
@@ -63,9 +74,10 @@ int64_t refreshSeconds(const config::Config& config, int64_t position);
 // header, or the JSON 429 for API clients (-api-json); both with the
 // room_ticket and room_probe cookies that keep the visitor's place.
 // eta_seconds: etaSeconds(segment, position), nullopt while the room cannot say.
+// During a sale's pre-queue the JSON carries starts_in (seconds).
 http::LocalResponse waitingResponse(const config::Config& config, const http::Request& request,
                                     const shm::TicketCookie& cookie, int64_t position,
-                                    std::optional<int64_t> eta_seconds);
+                                    std::optional<int64_t> eta_seconds, const SaleCountdown& sale = {});
 
 // Appends the Set-Cookie headers that keep a visitor's place: room_ticket
 // (Max-Age -token-ttl) and room_probe.
@@ -111,7 +123,8 @@ http::LocalResponse eventStreamHead();
 std::string statusReadyBody();            // {"ready":true}
 std::string statusCookiesRequiredBody();  // {"ready":false,"cookies_required":true}
 // A waiting ticket at `position`: the position, its ETA, the room's smoothed
-// utilization, and the skip-the-line figures when -rate is set.
+// utilization, and the skip-the-line figures when -rate is set. During a
+// sale's pre-queue: {"ready":false,"starts_in":N} (no position yet).
 std::string statusWaitingBody(const config::Config& config, const shm::Segment& segment, int64_t position);
 // The answer to a poll or event stream whose ticket left the line: the ready
 // body, with the room_pass cookie when the ticket was promoted (room_pass.h).

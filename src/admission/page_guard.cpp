@@ -266,7 +266,8 @@ class PageGuard final : public RequestGuard {
   // Straight in: the room is open, nobody waits, a page slot is free and the
   // admission rate has a token for it.
   bool straightIn() {
-    if (segment().modes().mode() != shm::RoomMode::Open) return false;
+    // lineMoves: not in a scheduled sale's pre-queue either (shm/sale.h).
+    if (segment().modes().mode() != shm::RoomMode::Open || !segment().modes().lineMoves()) return false;
     if (tickets().liveQueueDepth() != 0 || segment().sessions().waiting() != 0) return false;
     if (!segment().pages().tryAcquire(context_.slot)) return false;
     if (!segment().admitRate().take(monotonicNs())) {
@@ -545,7 +546,8 @@ class PageGuard final : public RequestGuard {
   }
 
   Admission waiting(const http::Request& request, const shm::TicketCookie& cookie, int64_t position) {
-    return respond(waitingResponse(config_, request, cookie, position, etaSeconds(segment(), position)),
+    return respond(waitingResponse(config_, request, cookie, position, etaSeconds(segment(), position),
+                                   saleCountdown(segment())),
                    Outcome::Queued);
   }
 

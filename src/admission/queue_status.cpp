@@ -24,8 +24,11 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
   if (view.rate_limited) {
     common::JsonObject body;
     body.add("ready", false);
-    // A ticket whose turn has come has no position (nor ETA) to report.
-    if (view.state == shm::TicketState::Waiting) {
+    // A ticket whose turn has come has no position (nor ETA) to report,
+    // nor has one during a sale's pre-queue (answers.h).
+    if (const SaleCountdown sale = saleCountdown(*context.segment); sale.starts_in > 0) {
+      body.add("starts_in", sale.starts_in);
+    } else if (view.state == shm::TicketState::Waiting) {
       body.add("position", view.raw_position);
       body.add("eta_seconds", etaSeconds(*context.segment, view.raw_position));
     }

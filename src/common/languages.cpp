@@ -240,6 +240,13 @@ constexpr std::array<Row, kTextCount> kTable = {{
     "El sitio está cerrado un momento por mantenimiento. Vuelve dentro de unos minutos.",
     "Il sito è chiuso per poco tempo per manutenzione. Torna tra qualche minuto.",
     "O site está fechado por pouco tempo para manutenção. Volte dentro de alguns minutos."}},
+  {Text::SaleStarts, "SaleStarts", true, {
+    "The sale starts at {time} UTC, in {in}.",
+    "Der Verkauf beginnt um {time} UTC, in {in}.",
+    "La vente commence à {time} UTC, dans {in}.",
+    "La venta empieza a las {time} UTC, dentro de {in}.",
+    "La vendita inizia alle {time} UTC, tra {in}.",
+    "A venda começa às {time} UTC, daqui a {in}."}},
 }};
 // clang-format on
 

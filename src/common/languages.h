@@ -49,8 +49,9 @@ enum class Text : uint8_t {
   BusyText,
   MaintenanceTitle,  // the maintenance page (-mode reject)
   MaintenanceText,
+  SaleStarts,  // a scheduled sale's pre-queue: {time} the start (HH:MM:SS UTC), {in} how long until it
 };
-inline constexpr size_t kTextCount = static_cast<size_t>(Text::MaintenanceText) + 1;
+inline constexpr size_t kTextCount = static_cast<size_t>(Text::SaleStarts) + 1;
 
 // "en", "de", "fr", "es", "it", "pt": the value of <html lang> and {{.Lang}}.
 std::string_view languageCode(Language language);

@@ -68,7 +68,7 @@ std::string renderTemplate(std::string_view text,
 }
 
 bool isWaitingPagePlaceholder(std::string_view name) {
-  for (std::string_view known : {".Position", ".SkipURL", ".Lang", ".ETA", ".Strings"})
+  for (std::string_view known : {".Position", ".SkipURL", ".Lang", ".ETA", ".Strings", ".StartsIn", ".SaleStarts"})
     if (name == known) return true;
   constexpr std::string_view kText = ".Text.";
   return name.starts_with(kText) && textByName(name.substr(kText.size())).has_value();

@@ -19,12 +19,13 @@ std::string renderTemplate(std::string_view text,
                            const std::function<std::optional<std::string>(std::string_view)>& fill);
 
 // The waiting page's placeholders: .Position, .SkipURL, .Lang, .ETA,
-// .Strings and .Text.NAME for every NAME of common/languages.h.
+// .Strings, .StartsIn, .SaleStarts and .Text.NAME for every NAME of
+// common/languages.h.
 bool isWaitingPagePlaceholder(std::string_view name);
 
 // One line of the "known:" list in error messages and docs.
 inline constexpr std::string_view kWaitingPagePlaceholders =
-    "{{.Position}}, {{.SkipURL}}, {{.Lang}}, {{.ETA}}, {{.Strings}}, {{.Text.NAME}}";
+    "{{.Position}}, {{.SkipURL}}, {{.Lang}}, {{.ETA}}, {{.Strings}}, {{.StartsIn}}, {{.SaleStarts}}, {{.Text.NAME}}";
 
 // The placeholders of the room's other pages (the maintenance page):
 // .Lang and .Text.NAME.

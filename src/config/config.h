@@ -111,6 +111,10 @@ struct Config {
   int32_t admit_burst = 0;            // as configured; 0 = one second's worth
   int64_t admit_interval_ns = 0;      // derived from admit_rate: ns between admissions, 0 = no limit
   int64_t admit_burst_tokens = 0;     // derived: the burst in effect (>= 1 when limited)
+  std::string event_start;            // -event-start as configured: "" (no sale) or an RFC 3339 time
+  int64_t event_start_ms = 0;         // derived: the sale's start, Unix ms; 0 = no sale (shm/sale.h)
+  Millis prequeue = 0;                // before event_start_ms, arrivals wait for the start; 0 = no pre-queue
+  bool shuffle_prequeue = true;       // pre-queue arrivals take random places (shm/tickets.h)
   bool access_log = true;
 
   // -- asset tier

@@ -613,6 +613,7 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     if (rate.value->interval_ns != 0)
       config->admit_burst_tokens = config->admit_burst > 0 ? config->admit_burst : std::max<int64_t>(per_second, 1);
   }
+  if (Parsed<int64_t> start = parseRfc3339Ms(config->event_start); start.ok()) config->event_start_ms = *start.value;
   config->asset_cap_derived = config->asset_cap == 0;
   if (config->asset_cap_derived) {
     int64_t derived = int64_t{config->cap} * config->asset_user_cap_h2;

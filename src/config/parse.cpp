@@ -443,6 +443,69 @@ Parsed<std::vector<std::string>> parsePriorityClasses(std::string_view text) {
       return Result::fail("has more than " + std::to_string(kMaxPriorityClasses) + " classes");
   }
   return Result{names, {}};
+Parsed<int64_t> parseRfc3339Ms(std::string_view text) {
+  if (text.empty()) return Parsed<int64_t>{0, {}};
+  const std::string usage = "must be an RFC 3339 time, e.g. 2026-12-24T18:00:00Z or 2026-12-24T19:00:00+01:00";
+  size_t at = 0;
+  auto number = [&](size_t digits, int& out) {
+    if (at + digits > text.size()) return false;
+    out = 0;
+    for (size_t i = 0; i < digits; ++i) {
+      const char c = text[at + i];
+      if (c < '0' || c > '9') return false;
+      out = out * 10 + (c - '0');
+    }
+    at += digits;
+    return true;
+  };
+  auto literal = [&](std::string_view any_of) {
+    if (at >= text.size() || any_of.find(text[at]) == std::string_view::npos) return false;
+    ++at;
+    return true;
+  };
+  int year, month, day, hour, minute, second;
+  if (!number(4, year) || !literal("-") || !number(2, month) || !literal("-") || !number(2, day) || !literal("Tt ") ||
+      !number(2, hour) || !literal(":") || !number(2, minute) || !literal(":") || !number(2, second))
+    return Parsed<int64_t>::fail(usage);
+  int64_t millis = 0;
+  if (at < text.size() && text[at] == '.') {
+    ++at;
+    const size_t from = at;
+    int64_t scale = 100;
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9') {
+      millis += (text[at] - '0') * scale;
+      scale /= 10;
+      ++at;
+    }
+    if (at == from) return Parsed<int64_t>::fail(usage);
+  }
+  int64_t offset_minutes = 0;
+  if (literal("Zz")) {
+  } else if (at < text.size() && (text[at] == '+' || text[at] == '-')) {
+    const int sign = text[at] == '-' ? -1 : 1;
+    ++at;
+    int oh, om;
+    if (!number(2, oh) || !literal(":") || !number(2, om) || oh > 23 || om > 59) return Parsed<int64_t>::fail(usage);
+    offset_minutes = sign * (oh * 60 + om);
+  } else {
+    return Parsed<int64_t>::fail(usage);
+  }
+  if (at != text.size()) return Parsed<int64_t>::fail(usage);
+  static constexpr int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (year < 1970 || month < 1 || month > 12 || day < 1 || day > kDays[month - 1] ||
+      (month == 2 && day == 29 && !leap) || hour > 23 || minute > 59 || second > 60)
+    return Parsed<int64_t>::fail(usage);
+  // Days since the epoch (proleptic Gregorian, Howard Hinnant's days_from_civil).
+  const int y = year - (month <= 2 ? 1 : 0);
+  const int era = y / 400;
+  const int yoe = y - era * 400;
+  const int doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const int64_t days = int64_t{era} * 146097 + doe - 719468;
+  const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + std::min(second, 59) - offset_minutes * 60;
+  if (seconds <= 0) return Parsed<int64_t>::fail(usage);
+  return Parsed<int64_t>{seconds * 1000 + millis, {}};
 }
 
 }  // namespace concert::config

@@ -98,6 +98,10 @@ Parsed<AdmitRateSpec> parseAdmitRate(std::string_view text);
 inline constexpr size_t kMaxPriorityClasses = 7;
 inline constexpr size_t kMaxPriorityClassChars = 32;
 Parsed<std::vector<std::string>> parsePriorityClasses(std::string_view text);
+// -event-start: an RFC 3339 time, "2026-12-24T18:00:00Z" or with an offset
+// ("+01:00") and optional fractions of a second, as Unix milliseconds; ""
+// is no sale (0).
+Parsed<int64_t> parseRfc3339Ms(std::string_view text);
 
 // Byte count in the largest exact unit: 67108864 -> "64MB", 1000 -> "1000".
 std::string byteSizeString(int64_t bytes);

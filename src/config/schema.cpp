@@ -107,6 +107,10 @@ std::string checkAdmitRate(std::string_view value) {
   return parseAdmitRate(value).error;
 }
 
+std::string checkEventStart(std::string_view value) {
+  return parseRfc3339Ms(value).error;
+}
+
 constexpr std::string_view kNet = "Network and processes";
 constexpr std::string_view kOrigin = "Origin";
 constexpr std::string_view kClients = "Clients";
@@ -250,7 +254,7 @@ const Setting kSettings[] = {
      "Domain attribute of every cookie (empty = none)", &Config::cookie_domain, checkCookieAttribute},
     {"html", "CONCERT_HTML_FILE", VT::String, "", 0, 0, false, R::Live, kRoom,
      "custom waiting page template with {{.Position}}, {{.SkipURL}}, {{.Lang}}, {{.ETA}}, {{.Strings}}, "
-     "{{.Text.NAME}}; any other placeholder is an error (empty = built in)",
+     "{{.StartsIn}}, {{.SaleStarts}}, {{.Text.NAME}}; any other placeholder is an error (empty = built in)",
      &Config::html_file, nullptr},
     {"skip-url", "CONCERT_SKIP_URL", VT::String, "", 0, 0, false, R::Live, kRoom,
      "skip-the-line link on the waiting page, shown only when -rate > 0; {{.Ticket}} in it becomes a signed "
@@ -282,6 +286,18 @@ const Setting kSettings[] = {
     {"admit-burst", "CONCERT_ADMIT_BURST", VT::Int, "0", 1, 1000000, true, R::Live, kRoom,
      "admissions -admit-rate allows at once after a quiet spell (0 = one second's worth, at least 1)",
      &Config::admit_burst, nullptr},
+    // -- scheduled sale (traffic.md §6.7)
+    {"event-start", "CONCERT_EVENT_START", VT::String, "", 0, 0, false, R::Live, kRoom,
+     "a scheduled sale's start, an RFC 3339 time such as 2026-12-24T18:00:00Z (empty = no sale)", &Config::event_start,
+     checkEventStart},
+    {"prequeue", "CONCERT_PREQUEUE", VT::Duration, "0", 1, 30 * 24 * kHour, true, R::Live, kRoom,
+     "from this long before -event-start until it, nobody is admitted and arrivals get tickets; the waiting page "
+     "counts down to the start (0 = no pre-queue)",
+     &Config::prequeue, nullptr},
+    {"shuffle-prequeue", "CONCERT_SHUFFLE_PREQUEUE", VT::Bool, "true", 0, 0, false, R::Live, kRoom,
+     "the pre-queue's arrivals go in, from the start, in an order shuffled once at random (false: in arrival "
+     "order); later arrivals queue behind them",
+     &Config::shuffle_prequeue, nullptr},
 
     // -- asset tier
     {"bypass", "CONCERT_BYPASS", VT::PathList, "/favicon.ico", 0, 0, false, R::Live, kAssets,

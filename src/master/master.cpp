@@ -92,6 +92,8 @@ void raiseFileLimit(const config::Config& config) {
 // differs from the one last applied, so a mode set at run time (POST
 // /_room/mode) survives a reload that leaves `mode` alone, as the runtime cap
 // does. The rate applies as configured; the same values leave the bucket be.
+// A scheduled sale's schedule applies as configured; what its pre-queue
+// did already (tickets, the block) stays in the segment (shm/sale.h).
 void applyRoomControl(shm::Segment& segment, const config::Config& config) {
   const shm::RoomMode wanted = shm::parseRoomMode(config.mode).value_or(shm::RoomMode::Open);
   if (wanted != segment.modes().configured()) {
@@ -100,6 +102,10 @@ void applyRoomControl(shm::Segment& segment, const config::Config& config) {
       LOG_INFO("room mode set to %s by the configuration", std::string(shm::roomModeName(wanted)).c_str());
   }
   segment.admitRate().configure(config.admit_interval_ns, config.admit_burst_tokens, monotonicNs());
+  if (segment.sale().schedule(config.event_start_ms, config.prequeue, config.shuffle_prequeue) &&
+      config.event_start_ms != 0)
+    LOG_INFO("sale scheduled: starts at %s, pre-queue %s before", config.event_start.c_str(),
+             config::goDurationString(config.prequeue).c_str());
 }
 
 constexpr Millis kJanitorTick = 1'000;
@@ -196,6 +202,7 @@ class Master {
   Millis next_janitor_ = 0;
   Millis next_reap_ = 0;
   Millis next_sweep_ = 0;
+  uint64_t logged_block_ = 0;    // the pre-queue block whose opening was last logged
   shm::HistorySampler history_;  // the dashboard's samples (janitor); kept across reloads
 
   bool stopping_ = false;
@@ -681,6 +688,14 @@ void Master::janitor(Millis now) {
     LOG_INFO("%lld tickets abandoned: never seen after the first answer", static_cast<long long>(swept.ghosts));
   if (swept.missed > 0)
     LOG_INFO("%lld turns missed: not taken within the claim window", static_cast<long long>(swept.missed));
+  const shm::SaleTick sale = segment_->tickets().saleTick(unixMs());
+  if (sale.open && sale.first != logged_block_) {
+    logged_block_ = sale.first;
+    LOG_INFO("pre-queue open: arrivals take random places in tickets %llu and on",
+             static_cast<unsigned long long>(sale.first));
+  }
+  if (sale.closed)
+    LOG_INFO("pre-queue closed: %lld visitors hold their shuffled places", static_cast<long long>(sale.placed));
   if (now >= next_sweep_) {
     segment_->passes().sweep(now, config_->admit_ttl);
     next_sweep_ = now + std::max<Millis>(config_->admit_ttl / 2, kMinPassSweep);

@@ -20,7 +20,8 @@
 //               line's pace (LinePace) by the master's janitor; the room mode by the master (start,
 //               reload) and POST /_room/mode from any worker, the configured mode and the admission
 //               rate's settings by the master only, the rate's bucket by every admitter (modes.h,
-//               admit_rate.h).
+//               admit_rate.h); the sale's schedule by the master, its block word by CAS from
+//               anyone (sale.h, tickets.h).
 //   SlotRecord  page / asset / long-lived counters: only the slot's own worker (and the
 //               master in reclaim, after the worker is dead); pid, generation:
 //               master; heartbeat: the worker; waiting mask: the worker;
@@ -68,7 +69,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 11;
+constexpr uint32_t kLayoutVersion = 12;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -85,6 +86,7 @@ enum class EntryState : uint64_t {
   Missed = 3,    // its turn came and was not taken within the claim window: out of the line
   Finished = 4,  // admitted (claimed), retired, expired or abandoned
   Returned = 5,  // a missed ticket whose holder came back: ahead of the line
+  Vacant = 6,    // a number of the sale's pre-queue block nobody holds yet: out of the line (tickets.h)
 };
 
 constexpr uint64_t kTicketBits = 48;
@@ -265,6 +267,41 @@ struct alignas(64) OnceTable {
   std::atomic<uint64_t> words[kOnceEntries];
 };
 
+// ------------------------------------------------------------------ scheduled sale
+// The sale's schedule and its pre-queue block (sale.h, tickets.h). The
+// schedule words are the master's (start, reload); the block word moves by
+// CAS from anyone: first ticket (48 bits) | BlockPhase (4 bits) | owner
+// slot (12 bits, the opener while Opening), packed like an entry word.
+enum class BlockPhase : uint64_t {
+  Idle = 0,     // no block: none opened yet for this schedule
+  Opening = 1,  // `owner` is placing the head entry (Vacant(first)) and moving next_ticket past the block
+  Open = 2,     // [first, first + block size) belongs to the pre-queue: arrivals take random places in it
+  Closing = 3,  // the pre-queue is over: its untaken numbers are being finished
+  Done = 4,     // every number of the block is a ticket or Finished; a new schedule makes it Idle again
+};
+
+constexpr uint64_t packBlock(uint64_t first, BlockPhase phase, uint32_t owner) {
+  return (first << 16) | (static_cast<uint64_t>(phase) << 12) | (owner & 0xfffu);
+}
+constexpr BlockPhase blockPhase(uint64_t word) {
+  return static_cast<BlockPhase>((word >> 12) & 0xf);
+}
+
+struct alignas(64) SaleControl {
+  std::atomic<int64_t> start_ms;            // master: the event start, Unix ms; 0 = no sale
+  std::atomic<int64_t> prequeue_ms;         // master: the pre-queue opens this long before the start; 0 = none
+  std::atomic<uint32_t> shuffle;            // master: 1 = pre-queue arrivals take random places in the block
+  alignas(64) std::atomic<uint64_t> block;  // anyone, by CAS: packBlock
+};
+
+// Whether the sale's pre-queue holds the line at `unix_ms`: from start -
+// prequeue until the start.
+inline bool inPrequeue(const SaleControl& sale, int64_t unix_ms) {
+  const int64_t start = sale.start_ms.load(std::memory_order_seq_cst);
+  const int64_t prequeue = sale.prequeue_ms.load(std::memory_order_seq_cst);
+  return start != 0 && prequeue > 0 && unix_ms >= start - prequeue && unix_ms < start;
+}
+
 // ------------------------------------------------------------------ header
 struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
@@ -294,6 +331,7 @@ struct alignas(64) Header {
   PaddedCounter counters[kCounterCount];            // one per CONCERT_COUNTERS entry
   RoomControl room;                                 // modes.h, admit_rate.h
   OnceTable once;                                   // once.h
+  SaleControl sale;                                 // sale.h, tickets.h
 };
 
 // One histogram's cells in one worker slot (histograms.h).

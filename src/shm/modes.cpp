@@ -36,7 +36,8 @@ void Modes::setConfigured(RoomMode mode) {
 
 bool Modes::lineMoves() const {
   const RoomMode m = mode();
-  return m == RoomMode::Open || m == RoomMode::Passthrough;
+  if (m == RoomMode::Passthrough) return true;
+  return m == RoomMode::Open && !inPrequeue(layout_->header->sale, unixMs());
 }
 
 }  // namespace concert::shm

@@ -52,7 +52,10 @@ class Modes final : public Handle {
   RoomMode configured() const;
   void setConfigured(RoomMode mode);  // master
 
-  // Whether the line moves: a ticket's turn can come (open and passthrough).
+  // Whether the line moves: a ticket's turn can come (open and
+  // passthrough), and nobody may go straight in unless it does. A scheduled
+  // sale's pre-queue (sale.h) holds an open room's line as pause does;
+  // passthrough, an operator's override, goes on through it.
   bool lineMoves() const;
 
  private:

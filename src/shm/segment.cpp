@@ -126,6 +126,7 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       clients_(mapping_->layout, slots_),
       line_rate_(mapping_->layout, slots_),
       modes_(mapping_->layout, slots_),
+      sale_(mapping_->layout, slots_),
       admit_rate_(mapping_->layout, slots_),
       tickets_(mapping_->layout, slots_, pages_, sessions_, clients_, line_rate_, modes_, admit_rate_),
       passes_(mapping_->layout, slots_),

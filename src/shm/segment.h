@@ -21,6 +21,7 @@
 //   stats()    counters, generation, the stats snapshot     stats.h
 //   modes()    the room's mode (open, pause, ...)           modes.h
 //   admitRate()  the admission rate's bucket                admit_rate.h
+//   sale()     a scheduled sale's start and pre-queue        sale.h
 // The value types they take and return are in types.h; what every handle
 // holds, and its duty towards a dead worker (reclaim), in handle.h.
 //
@@ -53,6 +54,7 @@
 #include "shm/pass_table.h"
 #include "shm/once.h"
 #include "shm/revocations.h"
+#include "shm/sale.h"
 #include "shm/semaphore.h"
 #include "shm/sessions.h"
 #include "shm/stats.h"
@@ -114,6 +116,8 @@ class Segment {
   const Modes& modes() const { return modes_; }
   AdmitRate& admitRate() { return admit_rate_; }
   const AdmitRate& admitRate() const { return admit_rate_; }
+  Sale& sale() { return sale_; }
+  const Sale& sale() const { return sale_; }
 
   // A strike of `weight` against a client (clients.h), from any worker.
   // abuse_strikes_total counts the weight. When it starts a ban
@@ -142,6 +146,7 @@ class Segment {
   Clients clients_;     // before tickets_, which counts tickets on it
   LineRate line_rate_;  // before tickets_, which counts admissions on it
   Modes modes_;         // before tickets_: the mode and the rate decide readiness
+  Sale sale_;
   AdmitRate admit_rate_;
   TicketRing tickets_;
   PassTable passes_;

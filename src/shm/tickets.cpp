@@ -23,6 +23,8 @@ constexpr Millis kPollInterval = 1000;  // rate limit between accepted polls
 
 constexpr int64_t kEveryone = int64_t{1} << 62;  // free slots in passthrough: more than any line
 
+constexpr int kRandomPicks = 16;  // random draws for a pre-queue place before walking the block
+
 bool inLine(EntryState s) {
   return s == EntryState::Waiting || s == EntryState::Returned;
 }
@@ -53,7 +55,8 @@ void syncBits(Layout& layout, uint32_t index) {
     const bool waiting = s == EntryState::Waiting || s == EntryState::Reserved;
     const bool returned = s == EntryState::Returned;
     const bool missed = s == EntryState::Missed;
-    const bool out = s == EntryState::Finished || missed || returned;
+    // A Vacant number of the sale's block holds nobody: nobody is behind it.
+    const bool out = s == EntryState::Finished || missed || returned || s == EntryState::Vacant;
     if (layout.out.test(index) != out) layout.out.set(index, out);
     if (layout.waiting.test(index) != waiting) layout.waiting.set(index, waiting);
     if (layout.returned.test(index) != returned) layout.returned.set(index, returned);
@@ -68,27 +71,54 @@ bool casEntry(Layout& layout, uint64_t ticket, uint64_t& expected, uint64_t desi
   return true;
 }
 
-// L moves past every ticket that is no longer Reserved or Waiting.
+// Numbers in the sale's pre-queue block (a power of two: random places are
+// drawn with a mask).
+uint64_t blockSize(const Layout& layout) {
+  return layout.geometry.ring_size / 2;
+}
+
+// Whether `ticket` is a number of a block that is opening or open: one an
+// arrival may still take, whatever its entry holds now.
+bool inOpenBlock(const Layout& layout, uint64_t ticket) {
+  const uint64_t block = layout.header->sale.block.load(std::memory_order_seq_cst);
+  const BlockPhase phase = blockPhase(block);
+  if (phase != BlockPhase::Opening && phase != BlockPhase::Open) return false;
+  const uint64_t first = entryTicket(block);
+  return ticket >= first && ticket < first + blockSize(layout);
+}
+
+// L moves past every ticket that is no longer Reserved or Waiting, and never
+// into an open pre-queue block (its numbers may still be taken).
 void advanceLowWater(const Layout& layout) {
   Header& h = *layout.header;
   for (;;) {
     uint64_t low = h.low_water.load(std::memory_order_seq_cst);
     if (low >= h.next_ticket.load(std::memory_order_seq_cst)) return;
+    if (inOpenBlock(layout, low)) return;
     const uint64_t word = layout.entry(low).state.load(std::memory_order_seq_cst);
     if (entryTicket(word) == low) {
       const EntryState s = entryState(word);
-      if (s == EntryState::Reserved || s == EntryState::Waiting || s == EntryState::Free) return;
+      if (s == EntryState::Reserved || s == EntryState::Waiting || s == EntryState::Free || s == EntryState::Vacant)
+        return;
     }
     h.low_water.compare_exchange_strong(low, low + 1, std::memory_order_seq_cst);
   }
+}
+
+// How far next_ticket moves past an entry that already names `next`: one,
+// or the whole block past a block's head (the only Vacant entry next can
+// ever point at).
+uint64_t nextStep(const Layout& layout, uint64_t word) {
+  return entryState(word) == EntryState::Vacant ? blockSize(layout) : 1;
 }
 
 void helpNextTicket(const Layout& layout) {
   Header& h = *layout.header;
   for (;;) {
     uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
-    if (entryTicket(layout.entry(next).state.load(std::memory_order_seq_cst)) != next) return;
-    h.next_ticket.compare_exchange_strong(next, next + 1, std::memory_order_seq_cst);
+    const uint64_t word = layout.entry(next).state.load(std::memory_order_seq_cst);
+    if (entryTicket(word) != next) return;
+    h.next_ticket.compare_exchange_strong(next, next + nextStep(layout, word), std::memory_order_seq_cst);
   }
 }
 
@@ -118,7 +148,9 @@ int64_t TicketRing::freeSlots(int64_t own) const {
     case RoomMode::Pause:
     case RoomMode::Reject: return 0;
     case RoomMode::Passthrough: return kEveryone;
-    case RoomMode::Open: break;
+    case RoomMode::Open:
+      if (!modes_->lineMoves()) return 0;  // a sale's pre-queue (sale.h)
+      break;
   }
   const int64_t free = static_cast<int64_t>(pages_->cap()) - pages_->occupancy() + own;
   return std::min(sessions_->lineFree(free, liveQueueDepth()), admit_rate_->available(monotonicNs()));
@@ -154,35 +186,16 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now, const C
     return out;
   }
 
-  uint64_t ticket;
-  uint64_t previous;  // the entry's old ticket
-  for (;;) {
-    uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
-    uint64_t word = layout.entry(next).state.load(std::memory_order_seq_cst);
-    const uint64_t held = entryTicket(word);
-    if (held == next) {  // reserved by someone who has not advanced next yet
-      h.next_ticket.compare_exchange_strong(next, next + 1, std::memory_order_seq_cst);
-      continue;
-    }
-    if (held > next) continue;  // our `next` is stale
-    if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || !reusable(word)) {
-      advanceLowWater(layout);
-      word = layout.entry(next).state.load(std::memory_order_seq_cst);
-      if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || next > kMaxTicket ||
-          (entryTicket(word) < next && !reusable(word))) {
-        layout.counter(Counter::RingFullTotal).fetch_add(1, std::memory_order_relaxed);
-        giveBack();
-        out.outcome = IssueOutcome::RingFull;
-        return out;
-      }
-      continue;
-    }
-    if (!casEntry(layout, next, word, packEntry(next, EntryState::Reserved, slot))) continue;
-    ticket = next;
-    previous = entryTicket(word);
-    // A helper may have advanced it already; either way it is past our ticket.
-    h.next_ticket.compare_exchange_strong(next, ticket + 1, std::memory_order_seq_cst);
-    break;
+  uint64_t previous = 0;  // the entry's old ticket
+  uint64_t ticket = 0;
+  if (h.sale.shuffle.load(std::memory_order_seq_cst) != 0 && inPrequeue(h.sale, unixMs()))
+    ticket = placeInBlock(slot, previous);
+  if (ticket == 0) ticket = takeNext(slot, previous);
+  if (ticket == 0) {
+    layout.counter(Counter::RingFullTotal).fetch_add(1, std::memory_order_relaxed);
+    giveBack();
+    out.outcome = IssueOutcome::RingFull;
+    return out;
   }
 
   // The old ticket leaves its client, if nobody did yet: a Missed one loses
@@ -210,6 +223,191 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now, const C
   out.position = std::max<int64_t>(1, view.raw_position);
   out.ready = view.state == TicketState::Ready;
   return out;
+}
+
+uint64_t TicketRing::takeNext(WorkerSlot slot, uint64_t& previous) {
+  Layout& layout = *layout_;
+  Header& h = *layout.header;
+  for (;;) {
+    uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
+    uint64_t word = layout.entry(next).state.load(std::memory_order_seq_cst);
+    const uint64_t held = entryTicket(word);
+    if (held == next) {  // reserved by someone who has not advanced next yet (or a block's head)
+      h.next_ticket.compare_exchange_strong(next, next + nextStep(layout, word), std::memory_order_seq_cst);
+      continue;
+    }
+    if (held > next) continue;  // our `next` is stale
+    if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || !reusable(word)) {
+      advanceLowWater(layout);
+      word = layout.entry(next).state.load(std::memory_order_seq_cst);
+      if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || next > kMaxTicket ||
+          (entryTicket(word) < next && !reusable(word)))
+        return 0;
+      continue;
+    }
+    if (!casEntry(layout, next, word, packEntry(next, EntryState::Reserved, slot))) continue;
+    previous = entryTicket(word);
+    const uint64_t ticket = next;  // a failed CAS below overwrites `next`
+    // A helper may have advanced it already; either way it is past our ticket.
+    h.next_ticket.compare_exchange_strong(next, ticket + 1, std::memory_order_seq_cst);
+    return ticket;
+  }
+}
+
+uint64_t TicketRing::openBlock(WorkerSlot slot) {
+  Layout& layout = *layout_;
+  Header& h = *layout.header;
+  const uint64_t size = blockSize(layout);
+  for (;;) {
+    uint64_t block = h.sale.block.load(std::memory_order_seq_cst);
+    switch (blockPhase(block)) {
+      case BlockPhase::Open: return block;
+      case BlockPhase::Opening:
+        if (!finishOpening(block)) return 0;  // its opener is between two steps: not ours to undo
+        continue;
+      case BlockPhase::Idle: break;
+      case BlockPhase::Closing:
+      case BlockPhase::Done: return 0;  // this schedule's block is spent
+    }
+    uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
+    const uint64_t word = layout.entry(next).state.load(std::memory_order_seq_cst);
+    const uint64_t held = entryTicket(word);
+    if (held == next) {
+      helpNextTicket(layout);
+      continue;
+    }
+    if (held > next) continue;  // our `next` is stale
+    advanceLowWater(layout);
+    // The whole block and what is live before it must fit in the ring, and
+    // every number of it then lies a ring or more past its entry's old
+    // ticket, which is below L (reusable, or a Returned ticket kept there).
+    if (next + size - h.low_water.load(std::memory_order_seq_cst) > layout.geometry.ring_size ||
+        next + size > kMaxTicket || !reusable(word))
+      return 0;
+    const uint64_t opening = packBlock(next, BlockPhase::Opening, slot);
+    if (!h.sale.block.compare_exchange_strong(block, opening, std::memory_order_seq_cst)) continue;
+    uint64_t expected = word;
+    if (!casEntry(layout, next, expected, packEntry(next, EntryState::Vacant, slot))) {
+      // An issuer took that number first: give the block word back, try again.
+      uint64_t mine = opening;
+      h.sale.block.compare_exchange_strong(mine, packBlock(0, BlockPhase::Idle, 0), std::memory_order_seq_cst);
+      continue;
+    }
+    if (entryTicket(word) != 0) clients_->leave(layout.index(next), entryTicket(word));
+    finishOpening(opening);
+    vacateBlock(next);
+  }
+}
+
+void TicketRing::vacateBlock(uint64_t first) {
+  Layout& layout = *layout_;
+  for (uint64_t t = first; t < first + blockSize(layout); ++t) {
+    uint64_t word = layout.entry(t).state.load(std::memory_order_seq_cst);
+    const uint64_t held = entryTicket(word);
+    if (held >= t || !reusable(word)) continue;
+    if (casEntry(layout, t, word, packEntry(t, EntryState::Vacant, kOwnerNone)) && held != 0)
+      clients_->leave(layout.index(t), held);
+  }
+}
+
+bool TicketRing::finishOpening(uint64_t block) {
+  Layout& layout = *layout_;
+  Header& h = *layout.header;
+  const uint64_t first = entryTicket(block);
+  const uint64_t head = layout.entry(first).state.load(std::memory_order_seq_cst);
+  if (entryTicket(head) != first || entryState(head) != EntryState::Vacant) return false;
+  uint64_t next = first;
+  h.next_ticket.compare_exchange_strong(next, first + blockSize(layout), std::memory_order_seq_cst);
+  h.sale.block.compare_exchange_strong(block, packBlock(first, BlockPhase::Open, 0), std::memory_order_seq_cst);
+  return true;
+}
+
+uint64_t TicketRing::placeInBlock(WorkerSlot slot, uint64_t& previous) {
+  Layout& layout = *layout_;
+  Header& h = *layout.header;
+  const uint64_t block = openBlock(slot);
+  if (block == 0) return 0;
+  const uint64_t first = entryTicket(block);
+  const uint64_t mask = blockSize(layout) - 1;
+  // A number of the block nobody holds: Vacant, or its entry still holding
+  // an old ticket out of the line (the janitor had not vacated it yet).
+  auto take = [&](uint64_t t) {
+    uint64_t word = layout.entry(t).state.load(std::memory_order_seq_cst);
+    const uint64_t held = entryTicket(word);
+    const bool vacant = held == t && entryState(word) == EntryState::Vacant;
+    if (!vacant && !(held < t && reusable(word))) return false;
+    if (!casEntry(layout, t, word, packEntry(t, EntryState::Reserved, slot))) return false;
+    previous = vacant ? 0 : held;
+    return true;
+  };
+  uint64_t ticket = 0;
+  for (int pick = 0; pick < kRandomPicks && ticket == 0; ++pick) {
+    const uint64_t t = first + (randomNonce() & mask);
+    if (take(t)) ticket = t;
+  }
+  // Nearly full: a walk from a random place finds what is left.
+  const uint64_t from = ticket == 0 ? randomNonce() : 0;
+  for (uint64_t i = 0; i <= mask && ticket == 0; ++i) {
+    const uint64_t t = first + ((from + i) & mask);
+    if (take(t)) ticket = t;
+  }
+  if (ticket == 0) return 0;  // the block is full: after it, in arrival order
+  if (h.sale.block.load(std::memory_order_seq_cst) == block) return ticket;
+  // The pre-queue closed while we took the place: the closer may have
+  // finished the numbers around it already and L may pass them, so the
+  // place is given back and the arrival goes to the back of the line.
+  if (previous != 0) clients_->leave(layout.index(ticket), previous);
+  previous = 0;
+  uint64_t reserved = packEntry(ticket, EntryState::Reserved, slot);
+  casEntry(layout, ticket, reserved, packEntry(ticket, EntryState::Finished, slot));
+  advanceLowWater(layout);
+  return 0;
+}
+
+SaleTick TicketRing::saleTick(int64_t unix_ms) {
+  Layout& layout = *layout_;
+  Header& h = *layout.header;
+  SaleTick report;
+  const uint64_t size = blockSize(layout);
+  const bool window = h.sale.shuffle.load(std::memory_order_seq_cst) != 0 && inPrequeue(h.sale, unix_ms);
+  uint64_t block = h.sale.block.load(std::memory_order_seq_cst);
+  if (window) {
+    block = openBlock(kOwnerMaster);
+    if (block == 0) return report;
+    report.first = entryTicket(block);
+    report.open = true;
+    vacateBlock(report.first);  // what an opener killed midway left
+    return report;
+  }
+  if (blockPhase(block) == BlockPhase::Open)
+    h.sale.block.compare_exchange_strong(block, packBlock(entryTicket(block), BlockPhase::Closing, 0),
+                                         std::memory_order_seq_cst);
+  block = h.sale.block.load(std::memory_order_seq_cst);
+  if (blockPhase(block) != BlockPhase::Closing) return report;
+  // Closing: every number nobody took becomes Finished, so L can pass it.
+  // A place taken meanwhile is a ticket (its taker sees Closing and gives
+  // it back, or saw Open before this pass began and keeps it).
+  report.first = entryTicket(block);
+  for (uint64_t t = report.first; t < report.first + size; ++t) {
+    uint64_t word = layout.entry(t).state.load(std::memory_order_seq_cst);
+    for (;;) {
+      const uint64_t held = entryTicket(word);
+      const bool vacant = held == t && entryState(word) == EntryState::Vacant;
+      if (!vacant && !(held < t && reusable(word))) {
+        if (held == t && entryState(word) != EntryState::Finished) ++report.placed;
+        break;
+      }
+      if (casEntry(layout, t, word, packEntry(t, EntryState::Finished, kOwnerMaster))) {
+        if (!vacant && held != 0) clients_->leave(layout.index(t), held);
+        break;
+      }
+    }
+  }
+  h.sale.block.compare_exchange_strong(block, packBlock(report.first, BlockPhase::Done, 0), std::memory_order_seq_cst);
+  report.closed = true;
+  advanceLowWater(layout);
+  slots_->wake(Resource::PageSlot);
+  return report;
 }
 
 TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Millis ttl, TicketView& view) {
@@ -519,6 +717,12 @@ int64_t TicketRing::retireClient(uint32_t client) {
 
 int64_t TicketRing::reclaim(WorkerSlot slot) {
   Layout& layout = *layout_;
+  // A block its opener left half open: finished if the head is placed,
+  // else given back (nobody else may undo a live opener's claim).
+  uint64_t block = layout.header->sale.block.load(std::memory_order_seq_cst);
+  if (blockPhase(block) == BlockPhase::Opening && entryOwner(block) == slot && !finishOpening(block))
+    layout.header->sale.block.compare_exchange_strong(block, packBlock(0, BlockPhase::Idle, 0),
+                                                      std::memory_order_seq_cst);
   helpNextTicket(layout);
   const Header& h = *layout.header;
   const uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);

@@ -22,6 +22,9 @@
 //   Returned --claim--> Finished;  --janitor: claim window again--> Missed
 //   Waiting/Returned/Missed --retire, TTL, first-poll grace--> Finished
 //   Reserved of a dead worker --master reclaim--> Finished
+//   old ticket (number in a sale's block) --block opener, janitor--> Vacant(t)
+//   Vacant or old ticket (in an open block) --pre-queue arrival--> Reserved(t)
+//   Vacant or old ticket (in a closing block) --janitor--> Finished
 // Issuing reserves the entry BEFORE advancing next_ticket (and anyone who
 // sees entry(next) already holding number next helps advance it), so every
 // number below next has an entry that names it, and a worker killed between
@@ -93,7 +96,8 @@
 // seen and cookie_sent by the issuer and by touches (render / touch / poll);
 // the client tag by the issuer, and cleared by CAS by whoever leaves;
 // ready_since by the janitor; next_ticket and low_water by anyone, forward
-// only, by CAS.
+// only, by CAS; the sale's block word by CAS from its opener, helpers, the
+// janitor and reclaim (see "Scheduled sale" below).
 //
 // A SIGKILL leaves at most: Reserved entries owned by the dead slot
 // (reclaim() finishes them and leaves their client if the tag was written;
@@ -102,10 +106,66 @@
 // entry leaves it), bitmap bits or counts that disagree with the
 // state words (reclaim() resyncs every entry's bits and rebuilds the counts),
 // next_ticket one behind an entry that already names the next number (the
-// next issuer, or reclaim, helps it forward), and a page slot taken for a
+// next issuer, or reclaim, helps it forward; a block's head moves it a whole
+// block), a sale's block word Opening(P, slot) (reclaim finishes the opening
+// or gives the word back), block numbers not vacated yet (the janitor's next
+// pass), and a page slot taken for a
 // claim not made (the slot's page counter: the page semaphore's reclaim).
 // Waiting entries belong to visitors' cookies, not to the worker that issued
 // them, and stay in line.
+//
+// Scheduled sale (sale.h). Visitors' cookies name ticket number + nonce, so
+// the line cannot be renumbered at the start: the shuffle happens at
+// arrival instead. When the pre-queue opens (with -shuffle-prequeue), a
+// block of K = R/2 numbers [P, P + K) is set aside: the block word
+// (SaleControl.block, layout.h) goes Idle -> Opening(P, opener) by CAS, the
+// opener turns entry P into Vacant(P) (the block's head) as an issuer would
+// reserve it, next_ticket jumps to P + K, and the word becomes Open. A
+// worker killed between those steps leaves Opening(P, slot): anyone who sees
+// the head placed finishes the opening (the jump is helped like next_ticket
+// always is: an entry naming `next` moves it on, by K when it is the head,
+// the only Vacant entry next can point at); reclaim() gives the word back
+// when the head was never placed. Opening needs the block and everything
+// live before it within the ring (P + K - L <= R), so every number of the
+// block lies a ring or more past its entry's old ticket, which is out of the
+// line below L; when that does not hold, pre-queue arrivals are numbered in
+// arrival order (the pre-queue still holds the line; only the shuffle is
+// lost) and the janitor tries again on its next pass.
+//   A pre-queue arrival takes a place drawn uniformly at random among the
+// block's untaken numbers (kernel CSPRNG, randomNonce(); a few draws, then a
+// walk from a random place): Vacant(t), or an old ticket out of the line the
+// janitor has not vacated yet, CAS to Reserved(t), then Waiting as any
+// issue. n arrivals placed uniformly at random in the block are, in number
+// order, a uniform shuffle of their arrival order, fixed when the last of
+// them arrives: at the start nothing is renumbered. A full block (K
+// pre-queue visitors at once, which -max-queue normally forbids: the ring is
+// sized 2 x (max-queue + cap)) sends later arrivals after it, in arrival
+// order. Without -shuffle-prequeue there is no block: pre-queue arrivals are
+// numbered as usual.
+//   Right after opening, the opener vacates the block's numbers (old
+// ticket -> Vacant: K CASes, once per sale), and the janitor does it again
+// on each pass while the block is open, for an opener killed midway. Vacant
+// counts as out of the line (in no waiting, returned or missed bit, set in
+// `out`), so positions and depths count nobody for it; an entry not vacated
+// yet (a Free one) would count as someone ahead, which only ever holds a
+// ticket back, never lets one pass the cap. L never
+// enters it: Vacant stops L, and so does any number of an Opening or Open
+// block, whatever its entry holds. Nobody's turn comes meanwhile (the line
+// stands still: freeSlots is 0), so a position growing while a pre-queue
+// arrival takes a place ahead of a ticket numbered after the block (a full
+// block) is never acted on; the waiting page shows the time to the start,
+// not positions, during the pre-queue.
+//   When the pre-queue is over (its start has come, or a reload ended it),
+// the janitor moves Open -> Closing and finishes every untaken number of the
+// block (Vacant or old ticket -> Finished), then Closing -> Done; a killed
+// janitor is the master's death, and a closer that did not get to Done is
+// simply run again on the next pass. An arrival that took a place re-reads
+// the block word: if it is no longer the Open word it placed under, it gives
+// the place back (Finished) and queues at the back. Either it read Open
+// after its CAS, so any L walk past its number (which reads Closing first,
+// then the entry) sees it Reserved; or it sees Closing and gives back. So no
+// Reserved or Waiting ticket is ever left below L, and every pre-queue
+// arrival holds exactly one ticket.
 //
 // Times in an entry are 32-bit milliseconds (layout.h). The janitor and a
 // concurrent poll can race on an expired ticket: the janitor may retire a
@@ -222,6 +282,13 @@ class TicketRing final : public Handle {
   // pace: the janitor's pass rolls its buckets (line_rate.h).
   SweepReport sweep(Millis now, const SweepLimits& limits);
 
+  // Master janitor, once a second, with the wall clock: a sale's pre-queue
+  // block (see the file comment). Opens it while the pre-queue is on (if no
+  // arrival did already) and vacates its untaken numbers; when the
+  // pre-queue is over, closes it (untaken numbers Finished) and wakes
+  // PageSlot waiters.
+  SaleTick saleTick(int64_t unix_ms);
+
  private:
   friend class Segment;
   // Segment::strike, on a ban: every live ticket tagged with client entry
@@ -234,6 +301,22 @@ class TicketRing final : public Handle {
   // tokens (admit_rate.h). 0 while the line stands still (pause, reject),
   // everyone in passthrough (modes.h).
   int64_t freeSlots(int64_t own) const;
+  // The next number at the back of the line, Reserved for `slot`; 0 when the
+  // ring is full. `previous`: the entry's old ticket.
+  uint64_t takeNext(WorkerSlot slot, uint64_t& previous);
+  // The Open block word, opening the block if none was for this schedule;
+  // 0 when it cannot be (spent, being opened by another, no room).
+  uint64_t openBlock(WorkerSlot slot);
+  // The rest of an opening whose head is placed (the jump, then Open);
+  // false when the head is not placed (yet).
+  bool finishOpening(uint64_t block);
+  // Every number of the block whose entry still holds an old ticket out of
+  // the line becomes Vacant (the opener right after opening, the janitor on
+  // each pass while it is open).
+  void vacateBlock(uint64_t first);
+  // A random untaken place in the open block, Reserved for `slot`; 0 when
+  // there is no block or it is full.
+  uint64_t placeInBlock(WorkerSlot slot, uint64_t& previous);
   void fillView(uint64_t ticket, uint64_t word, TicketView& view) const;
   // Touch shared by render, touch and poll: nullptr when the cookie names no
   // live ticket (view Unknown, or Expired after retiring it).

@@ -108,6 +108,14 @@ struct SweepReport {
   int64_t clients_repaired = 0;  // client live counts set to the recount (clients.h)
 };
 
+// What the janitor did to a sale's pre-queue block (TicketRing::saleTick).
+struct SaleTick {
+  bool open = false;    // the block is open (the pre-queue is on)
+  bool closed = false;  // the block was closed on this pass
+  uint64_t first = 0;   // the block's first number (open or closed)
+  int64_t placed = 0;   // closed: pre-queue tickets still holding a place in it
+};
+
 enum class TicketState {
   Unknown,  // no such live ticket (admitted already, reaped, forged, other instance)
   Expired,  // it was waiting but its sliding TTL ran out; now retired

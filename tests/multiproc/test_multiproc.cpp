@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "shm/nonce.h"
 #include "shm/segment.h"
 
 using namespace concert;
@@ -741,6 +742,71 @@ TEST_CASE("a worker killed inside issue() leaves its ticket Reserved; reclaim fi
   CHECK(seg->stats().snapshot().ring_full_total == 1);
   CHECK(seg->tickets().queueDepth() == 0);
   dropBoard(board);
+}
+
+// A scheduled sale's pre-queue (tickets.h, "Scheduled sale"): the victim
+// takes a random place in the open block and dies before its entry turns
+// Waiting. Its buffer is drawn down to one nonce first, so the place is
+// drawn from the buffer and the refill for the ticket's nonce (with the
+// place Reserved) is where it dies.
+TEST_CASE("a worker killed inside a pre-queue issue() leaves its place Reserved; reclaim and the closing block mend it") {
+  constexpr uint32_t kSmallRing = 256;
+  constexpr WorkerSlot kParentSlot = 0, kVictimSlot = 2;
+  auto seg = Segment::create(testGeometry(kSmallRing), 2, 2);
+  seg->sale().schedule(unixMs() + 3600 * 1000, 7200 * 1000, true);
+  REQUIRE(seg->tickets().saleTick(unixMs()).open);
+  std::vector<TicketCookie> pre;
+  for (int i = 0; i < 5; ++i) {
+    const Issued t = seg->tickets().issue(kParentSlot, 0, monotonicMs());
+    REQUIRE(t.outcome == IssueOutcome::Queued);
+    pre.push_back(t.cookie);
+  }
+  Children children;
+  const pid_t victim = forkChild();
+  REQUIRE(victim >= 0);
+  if (victim == 0) {
+    for (int i = 0; i < 63; ++i) randomNonce();  // one buffered nonce left: the place
+    g_getrandom_hook = [] { raise(SIGKILL); };
+    seg->tickets().issue(kVictimSlot, 0, monotonicMs());
+    _exit(3);
+  }
+  children.add(victim);
+  seg->slots().started(kVictimSlot, victim, 1, monotonicMs());
+  int status = 0;
+  REQUIRE(waitExit(victim, &status, 20));
+  children.reaped(victim);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+  CHECK(seg->tickets().liveQueueDepth() == 6);  // the half-issued place counts until reclaimed
+
+  for (int i = 0; i < 5; ++i) {
+    const Issued t = seg->tickets().issue(kParentSlot, 0, monotonicMs());
+    REQUIRE(t.outcome == IssueOutcome::Queued);
+    pre.push_back(t.cookie);
+  }
+  const ReclaimReport report = seg->reclaimDeadWorker(kVictimSlot);
+  CHECK(report.tickets_finished == 1);
+  CHECK(seg->tickets().liveQueueDepth() == 10);
+  CHECK(seg->tickets().queueDepth() == 10);
+
+  // The start: the block closes around the finished place; everyone else
+  // goes in exactly once, and the ring moves on for rings after.
+  seg->sale().schedule(unixMs() - 1000, 7200 * 1000, true);
+  const SaleTick closed = seg->tickets().saleTick(unixMs());
+  CHECK(closed.closed);
+  CHECK(closed.placed == 10);
+  size_t admitted = 0;
+  for (int round = 0; round < 100 && admitted < pre.size(); ++round)
+    for (const TicketCookie& c : pre) {
+      if (!seg->pages().tryAcquire(kParentSlot)) continue;
+      if (seg->tickets().claim(c)) ++admitted;
+      seg->pages().release(kParentSlot);
+    }
+  CHECK(admitted == pre.size());
+  CHECK(seg->tickets().queueDepth() == 0);
+  int passed = 0;
+  while (passed < static_cast<int>(3 * kSmallRing) && throughTheLine(*seg, kParentSlot)) ++passed;
+  CHECK(passed == static_cast<int>(3 * kSmallRing));
 }
 
 // The ring promises that a position never grows: nobody is ever inserted

@@ -162,3 +162,29 @@ TEST_CASE("the room-full and busy pages speak the visitor's language") {
   // English: the words the original's clients look for.
   CHECK(roomFullResponse(c, test::get("/", browser())).body.find("waiting room is full") != std::string::npos);
 }
+
+TEST_CASE("a sale's pre-queue: the waiting page says when it starts instead of a position; JSON carries starts_in") {
+  config::Config c = test::baseConfig(1);
+  SaleCountdown sale;
+  sale.starts_in = 300;
+  sale.start_unix_ms = 1'798'135'200'000;  // 2026-12-24T18:00:00Z
+  const std::string page = renderWaitingPage(c, 7, Language::English, std::nullopt, sale);
+  CHECK(page.find("data-starts-in=\"300\"") != std::string::npos);
+  CHECK(page.find(">The sale starts at 18:00:00 UTC, in about 5 minutes.</p>") != std::string::npos);
+  CHECK(renderWaitingPage(c, 7, Language::German, std::nullopt, sale).find("Der Verkauf beginnt um 18:00:00 UTC") !=
+        std::string::npos);
+  // Without a pre-queue both are empty: the page's style hides the line.
+  const std::string usual = renderWaitingPage(c, 7, Language::English, std::nullopt);
+  CHECK(usual.find("data-starts-in=\"\"></p>") != std::string::npos);
+  c.html_template = "[{{.StartsIn}}|{{.SaleStarts}}]";
+  CHECK(renderWaitingPage(c, 1, Language::English, std::nullopt) == "[|]");
+  CHECK(renderWaitingPage(c, 1, Language::English, std::nullopt, sale) ==
+        "[300|The sale starts at 18:00:00 UTC, in about 5 minutes.]");
+
+  http::Headers json{{"Accept", "application/json"}};
+  const http::LocalResponse r =
+      waitingResponse(c, test::get("/page", json), shm::TicketCookie{7, 9}, 7, std::nullopt, sale);
+  CHECK(r.status == 429);
+  CHECK(r.body.find("\"starts_in\":300") != std::string::npos);
+  CHECK(waiting(c, json, 7).body.find("starts_in") == std::string::npos);
+}

@@ -527,7 +527,7 @@ TEST_CASE("-html: every placeholder must be one Concert fills; -t names the othe
   REQUIRE(r.errors.size() == 2);
   CHECK(r.errors[0] == "-html (flag): \"" + bad +
                            "\" line 2: unknown placeholder {{.Positon}} (known: {{.Position}}, {{.SkipURL}}, "
-                           "{{.Lang}}, {{.ETA}}, {{.Strings}}, {{.Text.NAME}})");
+                           "{{.Lang}}, {{.ETA}}, {{.Strings}}, {{.StartsIn}}, {{.SaleStarts}}, {{.Text.NAME}})");
   CHECK(r.errors[1].starts_with("-html (flag): \"" + bad + "\" line 4: unknown placeholder {{.Text.Nope}} (known: "));
 
   std::string unclosed = dir.write("unclosed.html", "<p>{{.Position}}</p>\n<p>{{.Position</p>\n");
@@ -761,4 +761,32 @@ TEST_CASE("-maintenance-html loads the page with the placeholders of the room's 
   // The page shipped in html/ passes as it is.
   LoadResult shipped;
   expectFlagOk(shipped, "maintenance-html", std::string(CONCERT_SOURCE_ROOT) + "/html/maintenance.html");
+}
+
+TEST_CASE("-event-start (RFC 3339), -prequeue and -shuffle-prequeue: values, defaults, errors naming the setting") {
+  LoadResult off = run({}, withSecret());
+  CHECK(okConfig(off).event_start_ms == 0);
+  CHECK(okConfig(off).prequeue == 0);
+  CHECK(okConfig(off).shuffle_prequeue);
+  LoadResult z;
+  CHECK(expectFlagOk(z, "event-start", "2026-12-24T18:00:00Z").event_start_ms == 1'798'135'200'000);
+  LoadResult offset;
+  CHECK(expectFlagOk(offset, "event-start", "2026-12-24T19:00:00.250+01:00").event_start_ms == 1'798'135'200'250);
+  LoadResult west;
+  CHECK(expectFlagOk(west, "event-start", "2026-12-24T13:00:00-05:00").event_start_ms == 1'798'135'200'000);
+  LoadResult leap;
+  CHECK(expectFlagOk(leap, "event-start", "2028-02-29t00:00:00z").event_start_ms == 1'835'395'200'000);
+  LoadResult both =
+      run({"-event-start", "2026-12-24T18:00:00Z", "-prequeue", "15m", "-shuffle-prequeue=false"}, withSecret());
+  CHECK(okConfig(both).prequeue == 15 * 60 * 1000);
+  CHECK_FALSE(okConfig(both).shuffle_prequeue);
+  for (const char* bad : {"tomorrow", "2026-12-24", "2026-12-24T18:00:00", "2026-12-24 18:00Z", "2026-13-01T00:00:00Z",
+                          "2027-02-29T00:00:00Z", "2026-12-24T24:00:00Z", "2026-12-24T18:00:00+1:00",
+                          "2026-12-24T18:00:00Z ", "1969-12-31T23:59:59Z"})
+    expectFlagError("event-start", bad, "-event-start (flag): must be an RFC 3339 time");
+  LoadResult env = run({}, withSecret({{"CONCERT_EVENT_START", "at noon"}}));
+  CHECK(contains(env.errors, "CONCERT_EVENT_START (env): must be an RFC 3339 time"));
+  expectFlagError("prequeue", "soon", "-prequeue (flag)");
+  LoadResult shuffle = run({}, withSecret({{"CONCERT_SHUFFLE_PREQUEUE", "maybe"}}));
+  CHECK(contains(shuffle.errors, "CONCERT_SHUFFLE_PREQUEUE (env): "));
 }

@@ -136,6 +136,9 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"admit-rate", "CONCERT_ADMIT_RATE"},
       {"admit-burst", "CONCERT_ADMIT_BURST"},
       {"priority-classes", "CONCERT_PRIORITY_CLASSES"},
+      {"event-start", "CONCERT_EVENT_START"},
+      {"prequeue", "CONCERT_PREQUEUE"},
+      {"shuffle-prequeue", "CONCERT_SHUFFLE_PREQUEUE"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;
