@@ -34,6 +34,14 @@
 // for it exists. If the worker dies, the master returns its page slots from
 // the slot's ledger.
 //
+// Who goes ahead of the line (traffic.md §6, shm/types.h ranks). A request
+// with a valid room pass (room_pass.h: presented, or collected from a
+// promoted ticket) or a valid unused invitation waits at rank 0; one whose
+// session pass carries a priority cookie (priority.h) at 1 + its class; a
+// plain session at kSessionRank. All of them wait like sessions below, and
+// a freed slot goes to the best rank waiting (shm/sessions.h). Reject mode
+// lets every rank through, as it does sessions.
+//
 // Sessions (traffic.md §3). A request with a valid concert_admit pass
 // (session.h) never gets the waiting page: it takes a slot when the line is
 // not owed one (shm/sessions.h), else it is held on its connection ahead of
@@ -91,6 +99,7 @@
 #include "admission/answers.h"
 #include "admission/cookies.h"
 #include "admission/pass.h"
+#include "admission/priority.h"
 #include "admission/room_pass.h"
 #include "admission/saturation_log.h"
 #include "admission/session.h"
@@ -208,7 +217,11 @@ class PageGuard final : public RequestGuard {
       // Used, expired or forged: as if the request had none, and a strike.
       strike(context_, request, Strike::Invitation, now);
     }
-    if (sessionPass(context_, request, unix_now)) return shm::kSessionRank;
+    if (std::optional<AdmitPass> pass = sessionPass(context_, request, unix_now)) {
+      if (std::optional<int> priority = priorityClass(context_, request, *pass, unix_now))
+        return std::min(shm::kRoomPassRank + 1 + *priority, shm::kPriorityRanks - 1);
+      return shm::kSessionRank;
+    }
     return std::nullopt;
   }
 

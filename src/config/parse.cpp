@@ -443,6 +443,8 @@ Parsed<std::vector<std::string>> parsePriorityClasses(std::string_view text) {
       return Result::fail("has more than " + std::to_string(kMaxPriorityClasses) + " classes");
   }
   return Result{names, {}};
+}
+
 Parsed<int64_t> parseRfc3339Ms(std::string_view text) {
   if (text.empty()) return Parsed<int64_t>{0, {}};
   const std::string usage = "must be an RFC 3339 time, e.g. 2026-12-24T18:00:00Z or 2026-12-24T19:00:00+01:00";

@@ -61,6 +61,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "fifo_inversions_total",
                                        "generation",
                                        "ghost_evicted_total",
+                                       "invitations_used_total",
                                        "live_queue_depth",
                                        "long_lived_cap",
                                        "long_lived_in_use",
@@ -128,24 +129,26 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
         "\"admissions_held_total\":132,\"admissions_line_total\":131,\"admissions_priority_total\":134,"
         "\"admissions_session_total\":133,\"asset_cap\":128,\"asset_denied_total\":105,"
         "\"asset_global_throttled_total\":107,\"asset_in_flight\":0,\"asset_served_total\":104,"
-        "\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,\"asset_user_throttled_total\":106,\"asset_users\":0,"
-        "\"banned_clients\":0,\"cap\":1,\"client_table_full_total\":126,\"connections_refused_total\":115,"
-        "\"evicted_banned_total\":141,\"evicted_removed_total\":142,\"evicted_total\":101,\"evicted_ttl_total\":140,"
-        "\"fifo_inversions_total\":129,\"generation\":1,\"ghost_evicted_total\":114,\"live_queue_depth\":0,"
-        "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,\"max_queue_depth\":100,"
-        "\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,\"pass_table_full_total\":109,"
-        "\"promoted_total\":103,\"proxy_protocol_rejected_total\":128,\"queue_depth\":0,\"queued_total\":100,"
-        "\"rejected_banned_total\":137,\"rejected_busy_total\":138,\"rejected_client_limit_total\":136,"
-        "\"rejected_full_total\":135,\"rejected_maintenance_total\":139,\"reloads_total\":110,"
-        "\"ring_full_total\":108,\"slots_reclaimed_total\":112,\"timeouts_client_body_total\":118,"
-        "\"timeouts_client_header_total\":117,\"timeouts_keepalive_total\":120,\"timeouts_queue_hold_total\":151,"
-        "\"timeouts_send_total\":119,\"timeouts_total\":102,\"timeouts_tunnel_total\":122,"
-        "\"timeouts_upstream_read_total\":121,\"token_ttl\":\"5m0s\",\"upstream\":\"http://127.0.0.1:3000\","
-        "\"upstream_errors_connect_total\":148,\"upstream_errors_reset_total\":150,"
-        "\"upstream_errors_timeout_total\":149,\"upstream_responses_1xx_total\":143,"
-        "\"upstream_responses_2xx_total\":144,\"upstream_responses_3xx_total\":145,"
-        "\"upstream_responses_4xx_total\":146,\"upstream_responses_5xx_total\":147,\"utilization\":0.1,"
-        "\"worker_restarts_total\":111,\"workers\":1,\"would_queue_total\":127}");
+        "\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,\"asset_user_throttled_total\":106,"
+        "\"asset_users\":0,\"banned_clients\":0,\"cap\":1,\"client_table_full_total\":126,"
+        "\"connections_refused_total\":115,\"evicted_banned_total\":142,\"evicted_removed_total\":143,"
+        "\"evicted_total\":101,\"evicted_ttl_total\":141,\"fifo_inversions_total\":129,\"generation\":1,"
+        "\"ghost_evicted_total\":114,\"invitations_used_total\":135,\"live_queue_depth\":0,"
+        "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,"
+        "\"max_queue_depth\":100,\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,"
+        "\"pass_table_full_total\":109,\"promoted_total\":103,\"proxy_protocol_rejected_total\":128,"
+        "\"queue_depth\":0,\"queued_total\":100,\"rejected_banned_total\":138,\"rejected_busy_total\":139,"
+        "\"rejected_client_limit_total\":137,\"rejected_full_total\":136,\"rejected_maintenance_total\":140,"
+        "\"reloads_total\":110,\"ring_full_total\":108,\"slots_reclaimed_total\":112,"
+        "\"timeouts_client_body_total\":118,\"timeouts_client_header_total\":117,"
+        "\"timeouts_keepalive_total\":120,\"timeouts_queue_hold_total\":152,\"timeouts_send_total\":119,"
+        "\"timeouts_total\":102,\"timeouts_tunnel_total\":122,\"timeouts_upstream_read_total\":121,"
+        "\"token_ttl\":\"5m0s\",\"upstream\":\"http://127.0.0.1:3000\",\"upstream_errors_connect_total\":149,"
+        "\"upstream_errors_reset_total\":151,\"upstream_errors_timeout_total\":150,"
+        "\"upstream_responses_1xx_total\":144,\"upstream_responses_2xx_total\":145,"
+        "\"upstream_responses_3xx_total\":146,\"upstream_responses_4xx_total\":147,"
+        "\"upstream_responses_5xx_total\":148,\"utilization\":0.1,\"worker_restarts_total\":111,"
+        "\"workers\":1,\"would_queue_total\":127}");
 }
 
 TEST_CASE("ops: cap endpoint") {
