@@ -5,7 +5,8 @@
     a forged, expired or reused link gets 403;
   * POST /_room/promote: 401 with a wrong token, 404 for a ticket not in line, 400 for a bad body;
     the promoted visitor's next poll carries its room_pass;
-  * order under a saturated cap: room pass, then a session, then the line; the origin never sees more
+  * order under a saturated cap: room pass, then the priority classes in -priority-classes order, then
+    sessions (a forged priority cookie is only a session), then the line; the origin never sees more
     than cap;
   * invitations (`concert -invite`): alone on stdout, admit once at the head of the line across
     workers; a reused, forged or expired one is ignored and counted as a strike.
@@ -57,7 +58,11 @@ class Visitor:
         return status, hdrs, data
 
     def position(self):
+        """Its place in line, None once its turn has come (polls are limited to one a second)."""
         status, _, body = self.get("/queue/status")
+        if status == 429:
+            time.sleep(1.05)
+            status, _, body = self.get("/queue/status")
         doc = json.loads(body)
         return doc.get("position") if status == 200 and not doc.get("ready") else None
 
@@ -158,7 +163,9 @@ class SkipTheLineTest(unittest.TestCase):
             # The first of the 39 comes next, in ticket order.
             self.assertTrue(wait_for(lambda: line[0].position() is None, timeout=10))
             self.assertEqual(line[0].get("/shop", accept=JSON)[0], 200)
-            self.assertEqual(line[1].position(), 1)
+            # Its request done, the slot is free again: the next one's turn, the rest one place closer.
+            self.assertTrue(wait_for(lambda: line[1].position() is None, timeout=10))
+            self.assertEqual(line[2].position(), 2)
             self.assertEqual(c.stats()["admissions_priority_total"], 1)
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
             self.assertEqual(c.fifo_inversions(), 0)
@@ -183,6 +190,7 @@ class SkipTheLineTest(unittest.TestCase):
             # Gone from the line: promoting it again is a 404.
             self.assertEqual(c.request("POST", "/_room/promote", headers=auth, body=body)[0], 404)
             self.assertEqual(c.stats()["live_queue_depth"], 2)
+            self.assertEqual((line[0].position(), line[1].position()), (1, 2))
             # Its next poll says ready and hands over the room pass.
             status, headers, poll = line[2].get("/queue/status")
             self.assertTrue(json.loads(poll)["ready"])
@@ -194,14 +202,24 @@ class SkipTheLineTest(unittest.TestCase):
             paid.join(30)
             self.assertEqual(paid.result[0], 200)
             holder.join(10)
-            self.assertEqual(line[0].position(), 1)
+            # Then the line, from its head: the first one's turn has come, the second still waits.
+            self.assertTrue(wait_for(lambda: line[0].position() is None, timeout=10))
+            self.assertEqual(line[1].position(), 2)
             self.assertEqual(c.stats()["promoted_total"], 1)
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
 
-    def test_room_pass_then_session_then_line_under_a_saturated_cap(self):
-        with self.room(["-newcomer-share", "0"]) as c:
+    def test_room_pass_then_classes_then_sessions_then_line_under_a_saturated_cap(self):
+        with self.room(["-newcomer-share", "0", "-priority-classes", "staff,checkout"]) as c:
             session = Visitor(c)
             self.assertEqual(session.get("/home")[0], 200)  # admitted: a session from now on
+            # The origin grants classes; a forged priority cookie is only a session (and a strike).
+            staff, checkout, forged = Visitor(c), Visitor(c), Visitor(c)
+            self.assertEqual(staff.get("/priority?value=staff")[0], 200)
+            self.assertEqual(checkout.get("/priority?value=checkout")[0], 200)
+            self.assertEqual(forged.get("/priority?value=checkout")[0], 200)
+            self.assertIn("concert_priority", staff.jar)
+            value = forged.jar["concert_priority"]
+            forged.jar["concert_priority"] = value[:-3] + ("AAA" if value[-3:] != "AAA" else "BAA")
             holder, line = self.fill(c, 2)
             auth = {"Authorization": "Bearer " + TOKEN}
             vip = line[1]
@@ -230,17 +248,21 @@ class SkipTheLineTest(unittest.TestCase):
 
             threads = [Background(lambda: wait_in_line(line[0]))]
             threads[0].start()
-            for name, v in (("session", session), ("vip", vip)):
+            for name, v in (("session", session), ("forged", forged), ("checkout", checkout), ("staff", staff),
+                            ("vip", vip)):
                 t = Background(lambda n=name, v=v: go(n, v))
                 t.start()
                 threads.append(t)
+                time.sleep(0.2)
             time.sleep(1.0)
             self.assertEqual(order, [])
             self.origin.release("holder")
             for t in threads:
                 t.join(60)
             holder.join(10)
-            self.assertEqual(order, [("vip", 200), ("session", 200), ("line", 200)])
+            self.assertEqual(order[:3], [("vip", 200), ("staff", 200), ("checkout", 200)])
+            self.assertEqual(sorted(order[3:5]), [("forged", 200), ("session", 200)])  # one rank: either order
+            self.assertEqual(order[5:], [("line", 200)])
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
             self.assertEqual(c.stats()["occupancy"], 0)
 
@@ -275,7 +297,8 @@ class InvitationTest(unittest.TestCase):
         token = self.invite("1h").stdout.strip()
         expired = self.invite("1s").stdout.strip()
         forged = token[:-3] + ("AAA" if token[-3:] != "AAA" else "BAA")
-        with Concert(["-upstream", self.origin.url, "-cap", "1", "-session-hold", "30s"], workers=2) as c:
+        with Concert(["-upstream", self.origin.url, "-cap", "1", "-session-hold", "30s", "-abuse-threshold", "50"],
+                     workers=2) as c:
             holder = Background(lambda: c.get("/slow?gate=holder", headers=JSON, timeout=60))
             holder.start()
             self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=10))
