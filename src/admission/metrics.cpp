@@ -112,7 +112,8 @@ struct CounterHelp {
   std::string_view help;
 };
 constexpr CounterHelp kCounterHelp[] = {
-    {Counter::PromotedTotal, "Tickets promoted ahead of the line."},
+    {Counter::PromotedTotal, "Tickets promoted ahead of the line (POST /_room/promote, /queue/promote)."},
+    {Counter::InvitationsUsedTotal, "Invitations (concert -invite) honoured, each once."},
     {Counter::AssetServedTotal, "Asset requests served through the asset tier."},
     {Counter::AssetDeniedTotal, "Private asset requests denied for want of a pass."},
     {Counter::AssetUserThrottledTotal, "Asset requests held or refused by the per-user asset cap."},

@@ -264,7 +264,8 @@ const Setting kSettings[] = {
     {"surge", "CONCERT_SURGE", VT::Float, "0", 0, 0, false, R::Live, kRoom,
      "extra price per position for every ticket in the queue", &Config::surge, nullptr},
     {"pass", "CONCERT_PASS_DURATION", VT::Duration, "0", kMinute, 24 * kHour, true, R::Live, kRoom,
-     "VIP pass lifetime (0 = off)", &Config::pass_duration, nullptr},
+     "lifetime of the room_pass a promotion grants (0 = it admits once, at the head of the line)",
+     &Config::pass_duration, nullptr},
     {"priority-classes", "CONCERT_PRIORITY_CLASSES", VT::String, "", 0, 0, false, R::Live, kRoom,
      "classes the origin may grant with Concert-Priority: <class>[; ttl=<seconds>], comma separated, highest "
      "first (at most 7 tokens; empty = off)",
