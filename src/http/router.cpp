@@ -43,7 +43,7 @@ bool matchesAny(const config::PathList& rules, std::string_view path) {
 std::string_view allowedMethods(std::string_view decoded_path) {
   if (decoded_path == kQueueStatus) return "GET, HEAD, OPTIONS";
   if (decoded_path == kQueueEvents) return "GET";
-  if (decoded_path == kQueuePromote) return "GET, HEAD";
+  if (decoded_path == kQueuePromote) return "GET";
   if (decoded_path == kPromote) return "POST";
   if (decoded_path == kHealthz || decoded_path == kStats) return "GET, HEAD";
   if (decoded_path == kCap) return "POST";
@@ -69,7 +69,8 @@ Route route(const config::Config& config, std::string_view method, std::string_v
   if (decoded_path == kQueueStatus) return only(get_or_head || method == "OPTIONS", Route::QueueStatus);
   // A long-lived stream: HEAD would have no body to describe, OPTIONS no use.
   if (decoded_path == kQueueEvents) return only(method == "GET", Route::QueueEvents);
-  if (decoded_path == kQueuePromote) return only(get_or_head, Route::QueuePromote);
+  // GET only: a HEAD (a link checker) must not spend a single-use link.
+  if (decoded_path == kQueuePromote) return only(method == "GET", Route::QueuePromote);
   if (room_path) {  // a site's own pages never pay for the comparisons below
     if (decoded_path == kHealthz) return only(get_or_head, Route::Healthz);
     if (decoded_path == kStats) return only(get_or_head, Route::Stats);

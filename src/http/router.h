@@ -23,7 +23,7 @@ namespace concert::http {
 enum class Route {
   QueueStatus,       // GET or OPTIONS /queue/status
   QueueEvents,       // GET /queue/events (the waiting page's event stream)
-  QueuePromote,      // GET /queue/promote?ticket=&exp=&sig= (a payment page's signed link)
+  QueuePromote,      // GET /queue/promote?ticket=&exp=&sig= (a payment page's signed link; not HEAD)
   Promote,           // POST /_room/promote (admin)
   Healthz,           // GET /_room/healthz
   Stats,             // GET /_room/stats

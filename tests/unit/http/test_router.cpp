@@ -68,6 +68,12 @@ TEST_CASE("the line's admin paths: /_room/queue lists, /_room/queue/<ticket> del
   CHECK(route(c, "HEAD", "/_room/queue") == Route::QueueList);
   CHECK(route(c, "DELETE", "/_room/queue") == Route::MethodNotAllowed);
   CHECK(route(c, "DELETE", "/_room/queue/42") == Route::QueueRemove);
+  CHECK(route(c, "POST", "/_room/promote") == Route::Promote);
+  CHECK(route(c, "GET", "/_room/promote") == Route::MethodNotAllowed);
+  CHECK(route(c, "GET", "/queue/promote") == Route::QueuePromote);
+  CHECK(route(c, "HEAD", "/queue/promote") == Route::MethodNotAllowed);
+  CHECK(allowedMethods("/queue/promote") == "GET");
+  CHECK(allowedMethods("/_room/promote") == "POST");
   CHECK(route(c, "GET", "/_room/queue/42") == Route::MethodNotAllowed);
   CHECK(route(c, "DELETE", "/_room/queue/") == Route::Page);  // no ticket named
   CHECK(allowedMethods("/_room/queue") == "GET, HEAD");
