@@ -265,6 +265,41 @@ class WaitingPageTest(unittest.TestCase):
             self.assertEqual([u for u in self.browser.requested_urls() if "/queue/status" in u], [])
             self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=5))
 
+    def test_a_promoted_visitor_goes_in_ahead_of_the_line(self):
+        """The operator promotes the browser's ticket: its event stream ends, the page reloads into the
+        room pass and goes in at the next free slot, ahead of the visitor in front of it."""
+        token = "browser-test-admin-token"
+        with Concert(["-upstream", self.origin.url, "-cap", "1", "-session-hold", "30s"], workers=2,
+                     admin_token=token) as c:
+            parked = self.park(c)
+            ahead = c.get("/", headers={"Accept": "application/json"})  # waits in line, never comes back
+            self.assertEqual(ahead[0], 429)
+            self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
+            position = wait_for(lambda: self.browser.evaluate(
+                "document.getElementById('position') && document.getElementById('position').textContent"),
+                timeout=10)
+            self.assertEqual(position, "2")
+            self.assertTrue(wait_for(lambda: any(u.endswith("/queue/events") for u in self.browser.requested_urls()),
+                                     timeout=8, interval=0.2))
+            status, _, line = c.request("GET", "/_room/queue", headers={"Authorization": "Bearer " + token})
+            self.assertEqual(status, 200)
+            mine = json.loads(line)[1]["ticket"]
+            status, _, body = c.request("POST", "/_room/promote", body=json.dumps({"ticket": mine}).encode(),
+                                        headers={"Authorization": "Bearer " + token})
+            self.assertEqual(status, 200, body)
+            # The page notices and reloads; its request waits for the slot ahead of everyone. (Without
+            # the promotion the visitor ahead would be the one whose turn comes: the browser never would.)
+            self.assertEqual(c.stats()["live_queue_depth"], 1)
+            time.sleep(1.5)
+            self.origin.release()
+            parked.join(10)
+            self.assertTrue(wait_for(lambda: self.browser.body_text() == "ok", timeout=15, interval=0.1),
+                            "the promoted browser did not reach the origin")
+            stats = c.stats()
+            self.assertEqual((stats["promoted_total"], stats["admissions_priority_total"]), (1, 1))
+            self.assertEqual(stats["live_queue_depth"], 1)  # the visitor ahead still holds its place
+            self.assertEqual(self.origin.recorder.hits("/"), 1)
+
     def test_a_renewed_stream_reconnects_instead_of_polling(self):
         # -token-ttl 30s: the stream ends after 10 s so that its reconnection
         # fetches a fresh room_ticket cookie; the page keeps listening.
