@@ -327,6 +327,21 @@ class InvitationTest(unittest.TestCase):
                     self.assertTrue(json.loads(body)["queued"])
             self.assertEqual(c.stats()["abuse_strikes_total"], strikes + 5)
             self.assertEqual(c.stats()["invitations_used_total"], 1)
+            # One fresh invitation sent by eight clients at once, over both workers: honoured once.
+            shared = self.invite("1h").stdout.strip()
+            go = threading.Barrier(8)
+
+            def use():
+                go.wait(10)
+                return Visitor(c).get("/party?concert_invite=" + shared)
+
+            racers = [Background(use) for _ in range(8)]
+            for r in racers:
+                r.start()
+            for r in racers:
+                r.join(30)
+            self.assertEqual(c.stats()["invitations_used_total"], 2)
+            self.assertEqual(c.stats()["abuse_strikes_total"], strikes + 5 + 7)
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
 
 
