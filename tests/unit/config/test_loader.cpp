@@ -258,8 +258,22 @@ TEST_CASE("helpText lists every setting with its env var and default") {
     CHECK(help.find(std::string(s.help)) != std::string::npos);
   }
   for (const Secret& s : secrets()) CHECK(help.find(std::string(s.env)) != std::string::npos);
-  for (const char* special : {"-c, --config FILE", "-t, --test-config", "-version", "--help"})
+  for (const char* special : {"-c, --config FILE", "-t, --test-config", "-invite DURATION", "-version", "--help"})
     CHECK(help.find(special) != std::string::npos);
+}
+
+TEST_CASE("-invite DURATION selects Invite with its lifetime; a bad duration is named") {
+  LoadResult ok = run({"-invite", "48h"});
+  CHECK(ok.action == Action::Invite);
+  CHECK(ok.invite_ttl == 48 * 3600 * 1000);
+  CHECK(run({"-invite=90s"}).invite_ttl == 90 * 1000);
+  for (const char* bad : {"soon", "0s", "500ms", "9000h"}) {
+    LoadResult r = run({"-invite", bad});
+    INFO(bad);
+    REQUIRE_FALSE(r.errors.empty());
+    CHECK(r.errors[0].rfind("-invite (flag): must be a duration from 1s to 8760h", 0) == 0);
+  }
+  CHECK_FALSE(run({"-invite"}).ok());
 }
 
 TEST_CASE("-t and --test-config select TestConfig") {
