@@ -232,10 +232,8 @@ http::LocalResponse promotedOrReady(const AdmissionContext& context, const http:
   http::LocalResponse r = jsonResponse(200, statusReadyBody());
   const int64_t now = unixSeconds();
   // A single-use pass is spent by the page request; here it is only handed over.
-  if (std::optional<RoomPass> pass = collectPromotion(context, cookie, now)) {
-    const std::string value = mintRoomPass(context.config->admit_secret, *pass);
-    r.headers.push_back(header("Set-Cookie", roomPassSetCookie(*context.config, *pass, value, request.client_https, now)));
-  }
+  if (std::optional<RoomPass> pass = collectPromotion(context, cookie, now))
+    r.headers.push_back(roomPassHeader(*context.config, *pass, request.client_https, now));
   return r;
 }
 

@@ -145,6 +145,12 @@ std::string prioritySetCookie(const config::Config& config, std::string_view val
   return formatSetCookie(kPriorityCookie, value, a);
 }
 
+std::string roomPassSetCookie(const config::Config& config, std::string_view value, int64_t max_age, bool https) {
+  CookieAttributes a = admitAttributes(config, https);
+  a.max_age = max_age > 0 ? max_age : -1;
+  return formatSetCookie(kPassCookie, value, a);
+}
+
 std::string expiredPrioritySetCookie(const config::Config& config, bool https) {
   CookieAttributes a = admitAttributes(config, https);
   a.max_age = -1;

@@ -52,6 +52,8 @@ std::string expiredAdmitSetCookie(const config::Config& config, bool https);
 // The priority cookie (admission/priority.h) with the pass cookie's Path,
 // Domain, HttpOnly and Secure, living `max_age` seconds.
 std::string prioritySetCookie(const config::Config& config, std::string_view value, int64_t max_age, bool https);
+// The room_pass cookie (room_pass.h): the pass cookie's attributes, Max-Age = `max_age`.
+std::string roomPassSetCookie(const config::Config& config, std::string_view value, int64_t max_age, bool https);
 // Expires the priority cookie in the browser (Concert-Priority: none).
 std::string expiredPrioritySetCookie(const config::Config& config, bool https);
 // Does this Set-Cookie header value set (or expire) the concert_admit cookie?

@@ -230,11 +230,7 @@ class PageGuard final : public RequestGuard {
   bool collectRoomPass(const http::Request& request, const shm::TicketCookie& cookie, int64_t unix_now) {
     std::optional<RoomPass> pass = collectPromotion(context_, cookie, unix_now);
     if (!pass || !spendRoomPass(*pass, unix_now)) return false;
-    if (!pass->single_use) {
-      const std::string value = mintRoomPass(config_.admit_secret, *pass);
-      extra_headers_.push_back(
-          http::Header{"Set-Cookie", roomPassSetCookie(config_, *pass, value, request.client_https, unix_now)});
-    }
+    if (!pass->single_use) extra_headers_.push_back(roomPassHeader(config_, *pass, request.client_https, unix_now));
     return true;
   }
 

@@ -79,8 +79,7 @@ http::LocalResponse handleQueuePromote(const AdmissionContext& context, const ht
   r.status = 303;
   r.headers.push_back(http::Header{"Location", "/"});
   r.headers.push_back(http::Header{"Cache-Control", "no-store"});
-  r.headers.push_back(http::Header{"Set-Cookie", roomPassSetCookie(config, pass, mintRoomPass(config.admit_secret, pass),
-                                                                    request.client_https, now)});
+  r.headers.push_back(roomPassHeader(config, pass, request.client_https, now));
   LOG_INFO("ticket %llu promoted via /queue/promote", static_cast<unsigned long long>(*ticket));
   return r;
 }

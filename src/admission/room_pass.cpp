@@ -3,7 +3,7 @@
 
 #include <openssl/crypto.h>
 
-#include <charconv>
+#include <algorithm>
 #include <cstring>
 
 #include "admission/cookies.h"
@@ -117,25 +117,9 @@ RoomPass promotedPass(const config::Config& config, uint64_t ticket, int64_t now
   return pass;
 }
 
-std::string roomPassSetCookie(const config::Config& config, const RoomPass& pass, std::string_view value, bool https,
-                              int64_t now) {
-  CookieAttributes a;
-  a.path = config.cookie_path;
-  a.domain = config.cookie_domain;
-  a.max_age = std::max<int64_t>(1, pass.expiry - now);
-  a.http_only = true;
-  a.secure = config.secure_cookie || https;
-  return formatSetCookie(kPassCookie, value, a);
-}
-
-std::string expiredRoomPassSetCookie(const config::Config& config, bool https) {
-  CookieAttributes a;
-  a.path = config.cookie_path;
-  a.domain = config.cookie_domain;
-  a.max_age = -1;
-  a.http_only = true;
-  a.secure = config.secure_cookie || https;
-  return formatSetCookie(kPassCookie, "", a);
+http::Header roomPassHeader(const config::Config& config, const RoomPass& pass, bool https, int64_t now) {
+  const std::string value = mintRoomPass(config.admit_secret, pass);
+  return http::Header{"Set-Cookie", roomPassSetCookie(config, value, std::max<int64_t>(1, pass.expiry - now), https)};
 }
 
 // ---------------------------------------------------------------- invitations

@@ -68,9 +68,9 @@ PassCheck checkRoomPass(std::string_view secret, std::string_view value, int64_t
 // granting it twice (two tabs) grants one pass, used once.
 RoomPass promotedPass(const config::Config& config, uint64_t ticket, int64_t now);
 
-std::string roomPassSetCookie(const config::Config& config, const RoomPass& pass, std::string_view value,
-                              bool https, int64_t now);
-std::string expiredRoomPassSetCookie(const config::Config& config, bool https);
+// The Set-Cookie header that hands `pass` to the visitor (cookies.h
+// roomPassSetCookie), good for what is left of its life.
+http::Header roomPassHeader(const config::Config& config, const RoomPass& pass, bool https, int64_t now);
 
 // ---------------------------------------------------------------- invitations
 std::optional<std::string> mintInvitation(std::string_view secret, int64_t now, int64_t ttl_seconds);
