@@ -46,7 +46,8 @@ void strike(const AdmissionContext& context, const http::Request& request, Strik
 
 bool banned(const AdmissionContext& context, const http::Request& request, Millis now) {
   if (!strikable(*context.config, request)) return false;
-  return context.segment->clients().banned(request.client_key.data(), now);
+  return context.segment->clients().banned(request.client_key.data(), now) ||
+         context.segment->cluster().bannedRemotely(request.client_key.data(), unixSeconds());
 }
 
 http::LocalResponse banResponse() {

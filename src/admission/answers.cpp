@@ -219,7 +219,7 @@ std::string statusWaitingBody(const config::Config& config, const shm::Segment& 
   double utilization = segment.stats().utilization();
   if (utilization != 0) body.add("utilization", utilization);
   if (config.rate > 0) {
-    double rate_per_pos = config.rate + static_cast<double>(segment.tickets().queueDepth()) * config.surge;
+    double rate_per_pos = config.rate + static_cast<double>(segment.line().queueDepth()) * config.surge;
     double skip_cost = position > 1 ? static_cast<double>(position - 1) * rate_per_pos : 0;
     if (skip_cost != 0) body.add("skip_cost", skip_cost);
     if (rate_per_pos != 0) body.add("rate_per_pos", rate_per_pos);

@@ -46,7 +46,7 @@ http::LocalResponse handleQueueList(const AdmissionContext& context, const http:
     limit = *n;
   }
   std::string body = "[";
-  for (const shm::LineEntry& e : context.segment->tickets().head(limit, now)) {
+  for (const shm::LineEntry& e : context.segment->line().head(limit, now)) {
     common::JsonObject item;
     item.add("ticket", e.ticket);
     item.add("age_seconds", static_cast<double>(e.age) / 1000.0);
@@ -68,7 +68,7 @@ http::LocalResponse handleQueueRemove(const AdmissionContext& context, const htt
   std::string_view ref = std::string_view(request.path).substr(kQueueItem.size());
   std::optional<uint64_t> ticket = parseNumber<uint64_t>(ref);
   if (!ticket) return badRequest("not a ticket: " + std::string(ref));
-  if (!context.segment->tickets().remove(*ticket))
+  if (!context.segment->line().remove(*ticket))
     return jsonResponse(404, common::JsonObject().add("error", "no ticket " + std::to_string(*ticket) + " in line").str());
   LOG_INFO("ticket %llu removed from the line via /_room/queue", static_cast<unsigned long long>(*ticket));
   return jsonResponse(200, common::JsonObject().add("removed", *ticket).str());

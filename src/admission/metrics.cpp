@@ -181,11 +181,22 @@ const Gauge kGauges[] = {
     CONCERT_GAUGE("concert_token_ttl_seconds", "How long an unseen ticket keeps its place (-token-ttl).",
                   in.config.token_ttl / 1000.0),
 };
+
+// -cluster only (shm/cluster.h): the engine and this host's part in the room.
+const Gauge kClusterGauges[] = {
+    CONCERT_GAUGE("concert_cluster_engine_up", "1 while the cluster engine answers in time, else 0.",
+                  in.stats.cluster_engine_up ? 1 : 0),
+    CONCERT_GAUGE("concert_cluster_hosts", "Hosts sharing the room, as last seen in the engine.",
+                  in.stats.cluster_hosts),
+    CONCERT_GAUGE("concert_cluster_slots_reserved", "Slots of the room's cap this host holds.",
+                  in.stats.cluster_slots_reserved),
+};
 #undef CONCERT_GAUGE
 
 struct HistogramRow {
   Family family;
   shm::Histogram which;
+  bool cluster_only = false;
 };
 constexpr HistogramRow kHistograms[] = {
     {{"concert_queue_wait_seconds", "histogram",
@@ -194,6 +205,9 @@ constexpr HistogramRow kHistograms[] = {
     {{"concert_upstream_response_seconds", "histogram",
       "Time from the whole request queued toward the origin to its final response head (all workers)."},
      shm::Histogram::UpstreamResponse},
+    {{"concert_cluster_engine_seconds", "histogram", "Round trips to the cluster engine (-cluster only)."},
+     shm::Histogram::EngineRoundTrip,
+     true},
 };
 
 // Shortest round-trip text of a value, as Prometheus writes it.
@@ -233,11 +247,18 @@ std::string renderMetrics(const AdmissionContext& context) {
   std::string out;
   out.reserve(16 * 1024);
 
-  for (const Gauge& g : kGauges) {
+  auto gauge = [&](const Gauge& g) {
     appendHeader(out, g.family);
     std::string value;
     appendNumber(value, g.value(GaugeInput{stats, *context.config}));
     appendSample(out, g.family.name, "", value);
+  };
+  for (const Gauge& g : kGauges) gauge(g);
+  if (stats.cluster) {
+    for (const Gauge& g : kClusterGauges) gauge(g);
+    const std::string trips = "concert_cluster_engine_round_trips_total";
+    appendHeader(out, Family{trips, "counter", "Round trips to the cluster engine."});
+    appendSample(out, trips, "", std::to_string(segment.cluster().roundTrips()));
   }
   appendHeader(out, Family{"concert_build_info", "gauge", "Always 1; the version of the running binary."});
   appendSample(out, "concert_build_info", "version=\"" CONCERT_VERSION "\"", "1");
@@ -267,6 +288,7 @@ std::string renderMetrics(const AdmissionContext& context) {
   }
 
   for (const HistogramRow& row : kHistograms) {
+    if (row.cluster_only && !stats.cluster) continue;
     const shm::HistogramSnapshot h = segment.histograms().merged(row.which);
     const std::array<double, shm::kHistogramBounds> bounds = shm::histogramBounds(row.which);
     appendHeader(out, row.family);

@@ -84,6 +84,14 @@ http::LocalResponse handleStats(const AdmissionContext& context, const http::Req
       {"workers", uint64_t{s.workers}},
   };
   for (shm::Counter c : shm::kAllCounters) fields.emplace_back(shm::counterKey(c), s.counter(c));
+  if (s.cluster) {
+    // -cluster (shm/cluster.h): cap is the room's, occupancy this host's.
+    const shm::ClusterLine& cluster = context.segment->cluster();
+    fields.emplace_back("cluster_engine_up", int64_t{s.cluster_engine_up ? 1 : 0});
+    fields.emplace_back("cluster_engine_round_trips_total", cluster.roundTrips());
+    fields.emplace_back("cluster_hosts", int64_t{s.cluster_hosts});
+    fields.emplace_back("cluster_slots_reserved", s.cluster_slots_reserved);
+  }
   std::sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   common::JsonObject body;
   for (const auto& [key, value] : fields) std::visit([&body, key](const auto& v) { body.add(key, v); }, value);
@@ -99,8 +107,13 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
     std::string message = "room: invalid capacity " + std::to_string(parsed.cap) + ": must be >= 1";
     return jsonResponse(400, common::JsonObject().add("error", message).str());
   }
-  context.segment->pages().setCap(parsed.cap);
-  LOG_INFO("page cap set to %d via /_room/cap", parsed.cap);
+  if (context.segment->cluster().enabled()) {
+    context.segment->cluster().setCap(parsed.cap);  // the room's: the cluster agent takes it to every host
+    LOG_INFO("page cap set to %d via /_room/cap (for every host of the room)", parsed.cap);
+  } else {
+    context.segment->pages().setCap(parsed.cap);
+    LOG_INFO("page cap set to %d via /_room/cap", parsed.cap);
+  }
   return jsonResponse(200, common::JsonObject()
                                .add("cap", static_cast<int64_t>(parsed.cap))
                                .add("occupancy", context.segment->pages().occupancy())

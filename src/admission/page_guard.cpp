@@ -164,7 +164,7 @@ class PageGuard final : public RequestGuard {
   enum class State { Start, Held, SessionHeld, Holding, Done };
 
   shm::Segment& segment() const { return *context_.segment; }
-  shm::TicketRing& tickets() const { return segment().tickets(); }
+  shm::Line& tickets() const { return segment().line(); }
 
   Admission start(const http::Request& request, Millis now) {
     const shm::RoomMode mode = segment().modes().mode();
@@ -278,7 +278,10 @@ class PageGuard final : public RequestGuard {
     // lineMoves: not in a scheduled sale's pre-queue either (shm/sale.h).
     if (segment().modes().mode() != shm::RoomMode::Open || !segment().modes().lineMoves()) return false;
     if (tickets().liveQueueDepth() != 0 || segment().sessions().waiting() != 0) return false;
-    if (!segment().pages().tryAcquire(context_.slot)) return false;
+    if (!segment().pages().tryAcquire(context_.slot)) {
+      segment().cluster().wantSlot();
+      return false;
+    }
     if (!segment().admitRate().take(monotonicNs())) {
       segment().pages().release(context_.slot);
       return false;
@@ -347,7 +350,10 @@ class PageGuard final : public RequestGuard {
 
   // A page slot, then the claim; the slot goes back if the claim fails.
   bool takeTurn(const shm::TicketCookie& cookie) {
-    if (!segment().pages().tryAcquire(context_.slot)) return false;
+    if (!segment().pages().tryAcquire(context_.slot)) {
+      segment().cluster().wantSlot();  // -cluster: this host's share is spent; the agent asks for more
+      return false;
+    }
     shm::Claimed claimed;
     if (tickets().claim(cookie, &claimed)) {
       holding_page_ = true;
@@ -479,6 +485,7 @@ class PageGuard final : public RequestGuard {
       return busy(request, "no slot free");
     }
     state_ = State::SessionHeld;
+    segment().cluster().wantSlot();
     hold_deadline_ = now + config_.session_hold;
     segment().sessions().enter(context_.slot, rank_);
     in_session_wait_ = true;

@@ -41,7 +41,7 @@ http::LocalResponse handlePromote(const AdmissionContext& context, const http::R
   if (ticket.is_number_unsigned()) {
     // A ticket number, as /_room/queue lists them: the admin token is the proof.
     const uint64_t number = ticket.get<uint64_t>();
-    std::optional<uint64_t> nonce = context.segment->tickets().nonceOf(number);
+    std::optional<uint64_t> nonce = context.segment->line().nonceOf(number);
     if (!nonce) return jsonError(404, "no ticket " + std::to_string(number) + " in line");
     shm::TicketCookie cookie{number, *nonce};
     if (!promoteRef(context, ticketRef(context.config->admit_secret, cookie), now))

@@ -18,7 +18,7 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
   std::variant<shm::TicketCookie, http::LocalResponse> ticket = statusTicket(request);
   if (auto* answer = std::get_if<http::LocalResponse>(&ticket)) return std::move(*answer);
   const shm::TicketCookie& cookie = std::get<shm::TicketCookie>(ticket);
-  shm::TicketView view = context.segment->tickets().poll(cookie, now, config.token_ttl);
+  shm::TicketView view = context.segment->line().poll(cookie, now, config.token_ttl);
   if (view.state == shm::TicketState::Unknown || view.state == shm::TicketState::Expired)
     return promotedOrReady(context, request, cookie);
   if (view.rate_limited) {

@@ -194,7 +194,7 @@ uint64_t onceKeyFor(OnceLabel label, const PassId& id) {
 bool promoteRef(const AdmissionContext& context, std::string_view ref, int64_t unix_now) {
   std::optional<uint64_t> ticket = refTicket(ref);
   if (!ticket) return false;
-  shm::TicketRing& tickets = context.segment->tickets();
+  shm::Line& tickets = context.segment->line();
   std::optional<uint64_t> nonce = tickets.nonceOf(*ticket);
   if (!nonce || !refMatches(context.config->admit_secret, ref, *nonce)) return false;
   // The mark first, so the holder's next look finds it as soon as the ticket is gone.
@@ -206,7 +206,7 @@ bool promoteRef(const AdmissionContext& context, std::string_view ref, int64_t u
 }
 
 void promoteTicket(const AdmissionContext& context, uint64_t ticket) {
-  if (!context.segment->tickets().remove(ticket, shm::Counter::PromotedTotal))
+  if (!context.segment->line().remove(ticket, shm::Counter::PromotedTotal))
     context.segment->stats().count(shm::Counter::PromotedTotal);
 }
 

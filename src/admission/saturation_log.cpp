@@ -10,8 +10,8 @@ namespace {
 
 void logSaturation(const shm::Segment& segment, const char* what) {
   LOG_INFO("%s: %lld/%d slots, %lld queued (%lld live)", what, static_cast<long long>(segment.pages().occupancy()),
-           segment.pages().cap(), static_cast<long long>(segment.tickets().queueDepth()),
-           static_cast<long long>(segment.tickets().liveQueueDepth()));
+           segment.pages().cap(), static_cast<long long>(segment.line().queueDepth()),
+           static_cast<long long>(segment.line().liveQueueDepth()));
 }
 
 }  // namespace

@@ -26,6 +26,13 @@ struct PathRule {
 };
 using PathList = std::vector<PathRule>;
 
+// -cluster: redis://host:port[/db] (parse.h: parseClusterUrl).
+struct ClusterUrl {
+  std::string host;  // "" = off
+  uint16_t port = 6379;
+  int db = 0;
+};
+
 struct Upstream {
   std::string raw;  // as configured, e.g. "http://127.0.0.1:3000/base?x=1"
   bool https = false;
@@ -116,6 +123,14 @@ struct Config {
   Millis prequeue = 0;                // before event_start_ms, arrivals wait for the start; 0 = no pre-queue
   bool shuffle_prequeue = true;       // pre-queue arrivals take random places (shm/tickets.h)
   bool access_log = true;
+
+  // -- several hosts (src/cluster/)
+  std::string cluster;                 // -cluster as configured: "" (this host alone) or redis://host:port[/db]
+  ClusterUrl cluster_url;              // derived from cluster
+  std::string cluster_room = "concert";  // the engine's key prefix
+  int32_t cluster_lease = 4;
+  Millis cluster_lease_ttl = 10'000;
+  std::string cluster_fail = "open";  // open | closed
 
   // -- asset tier
   PathList bypass;

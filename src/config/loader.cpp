@@ -614,6 +614,7 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
       config->admit_burst_tokens = config->admit_burst > 0 ? config->admit_burst : std::max<int64_t>(per_second, 1);
   }
   if (Parsed<int64_t> start = parseRfc3339Ms(config->event_start); start.ok()) config->event_start_ms = *start.value;
+  if (Parsed<ClusterUrl> url = parseClusterUrl(config->cluster); url.ok()) config->cluster_url = *url.value;
   config->asset_cap_derived = config->asset_cap == 0;
   if (config->asset_cap_derived) {
     int64_t derived = int64_t{config->cap} * config->asset_user_cap_h2;
@@ -660,6 +661,10 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     result.errors.push_back(labelOf("proxy-protocol") +
                             ": needs -trusted-proxies (the balancers allowed to send the header); without it every "
                             "connection would be closed");
+  if (!config->cluster.empty() && config->admit_secret_generated)
+    result.errors.push_back(labelOf("cluster") +
+                            ": needs CONCERT_ADMIT_SECRET, the same on every host, so that tickets, passes and "
+                            "references work on each of them");
   if (config->abuse_threshold > 0 && config->admit_secret_generated)
     result.warnings.push_back(labelOf("abuse-threshold") +
                               ": CONCERT_ADMIT_SECRET is generated, so after a restart every visitor's pass is foreign "

@@ -403,6 +403,55 @@ Parsed<AdmitRateSpec> parseAdmitRate(std::string_view text) {
   return Parsed<AdmitRateSpec>{spec, {}};
 }
 
+Parsed<ClusterUrl> parseClusterUrl(std::string_view text) {
+  ClusterUrl url;
+  if (text.empty()) return Parsed<ClusterUrl>{url, {}};
+  const std::string usage = "must be redis://host:port[/db], e.g. redis://10.0.0.5:6379/0";
+  constexpr std::string_view kScheme = "redis://";
+  if (text.substr(0, kScheme.size()) != kScheme) return Parsed<ClusterUrl>::fail(usage);
+  std::string_view rest = text.substr(kScheme.size());
+  std::string_view db;
+  if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    db = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  std::string_view host = rest, port;
+  if (!rest.empty() && rest.front() == '[') {
+    size_t close = rest.find(']');
+    if (close == std::string_view::npos) return Parsed<ClusterUrl>::fail(usage);
+    host = rest.substr(1, close - 1);
+    std::string_view after = rest.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return Parsed<ClusterUrl>::fail(usage);
+      port = after.substr(1);
+      if (port.empty()) return Parsed<ClusterUrl>::fail(usage);
+    }
+  } else if (size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+    if (port.empty()) return Parsed<ClusterUrl>::fail(usage);
+  }
+  if (host.empty() || host.find_first_of(" @/?#") != std::string_view::npos) return Parsed<ClusterUrl>::fail(usage);
+  auto number = [](std::string_view digits, int64_t max) -> int64_t {
+    if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      return -1;
+    int64_t n = std::stoll(std::string(digits));
+    return n > max ? -1 : n;
+  };
+  url.host = std::string(host);
+  if (!port.empty()) {
+    int64_t p = number(port, 65535);
+    if (p < 1) return Parsed<ClusterUrl>::fail("port must be 1 to 65535");
+    url.port = static_cast<uint16_t>(p);
+  }
+  if (!db.empty()) {
+    int64_t d = number(db, 15);
+    if (d < 0) return Parsed<ClusterUrl>::fail("database must be 0 to 15");
+    url.db = static_cast<int>(d);
+  }
+  return Parsed<ClusterUrl>{url, {}};
+}
+
 Parsed<std::vector<std::string>> parsePriorityClasses(std::string_view text) {
   using Result = Parsed<std::vector<std::string>>;
   std::vector<std::string> names;

@@ -103,6 +103,11 @@ Parsed<std::vector<std::string>> parsePriorityClasses(std::string_view text);
 // is no sale (0).
 Parsed<int64_t> parseRfc3339Ms(std::string_view text);
 
+// -cluster: "redis://host:port[/db]" (port 1 to 65535, default 6379; db 0
+// to 15, default 0; host a name, an IPv4 address or a bracketed IPv6
+// address); "" is off (host "").
+Parsed<ClusterUrl> parseClusterUrl(std::string_view text);
+
 // Byte count in the largest exact unit: 67108864 -> "64MB", 1000 -> "1000".
 std::string byteSizeString(int64_t bytes);
 

@@ -98,6 +98,23 @@ std::string checkHeaderName(std::string_view value) {
   return {};
 }
 
+std::string checkClusterUrl(std::string_view value) {
+  return parseClusterUrl(value).error;
+}
+
+std::string checkClusterFail(std::string_view value) {
+  if (value == "open" || value == "closed") return {};
+  return "must be open or closed";
+}
+
+std::string checkClusterRoom(std::string_view value) {
+  if (value.empty() || value.size() > 64) return "must be 1 to 64 characters";
+  for (char c : value)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.' && c != ':')
+      return "must be letters, digits and -_.: only";
+  return {};
+}
+
 std::string checkMode(std::string_view value) {
   if (value == "open" || value == "pause" || value == "reject" || value == "passthrough") return {};
   return "must be open, pause, reject or passthrough";
@@ -117,6 +134,7 @@ constexpr std::string_view kClients = "Clients";
 constexpr std::string_view kRoom = "Waiting room";
 constexpr std::string_view kAssets = "Asset tier";
 constexpr std::string_view kLogs = "Logging";
+constexpr std::string_view kCluster = "Several hosts";
 
 using VT = ValueType;
 using R = Reload;
@@ -327,6 +345,21 @@ const Setting kSettings[] = {
      "passes tracked at once for the per-pass asset limits (shared pass table size)", &Config::asset_users_max,
      nullptr},
 
+    // -- several hosts
+    {"cluster", "CONCERT_CLUSTER", VT::String, "", 0, 0, false, R::Restart, kCluster,
+     "redis://host:port[/db]: share one line and one cap with every host that names the same engine and room "
+     "(empty = this host alone)",
+     &Config::cluster, checkClusterUrl},
+    {"cluster-room", "CONCERT_CLUSTER_ROOM", VT::String, "concert", 0, 0, false, R::Restart, kCluster,
+     "the room's key prefix in the engine: hosts with the same prefix share one line", &Config::cluster_room,
+     checkClusterRoom},
+    {"cluster-lease", "CONCERT_CLUSTER_LEASE", VT::Int, "4", 1, 10000, false, R::Live, kCluster,
+     "slots a host reserves from the global cap at a time", &Config::cluster_lease, nullptr},
+    {"cluster-lease-ttl", "CONCERT_CLUSTER_LEASE_TTL", VT::Duration, "10s", 1000, kHour, false, R::Live, kCluster,
+     "a host that stops renewing its reservations loses them after this long", &Config::cluster_lease_ttl, nullptr},
+    {"cluster-fail", "CONCERT_CLUSTER_FAIL", VT::String, "open", 0, 0, false, R::Live, kCluster,
+     "engine unreachable: open (each host admits up to cap / hosts on its own) or closed (no new admissions)",
+     &Config::cluster_fail, checkClusterFail},
     // -- logging
     {"access-log", "CONCERT_ACCESS_LOG", VT::Bool, "true", 0, 0, false, R::Live, kLogs, "write the access log",
      &Config::access_log, nullptr},

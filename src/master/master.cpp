@@ -38,6 +38,12 @@
 //
 // If the master dies, the workers get a parent-death signal (set in the child
 // right after fork) and drain on their own.
+//
+// With -cluster the master also keeps one cluster agent running
+// (cluster/agent.h): started with the workers, started again when it dies
+// (after a second when it dies within one), replaced on a reload (it reads
+// the configuration at start), and told to give the host's reservation back
+// (SIGINT) once the last worker of a full stop has exited.
 #include "master/master.h"
 
 #include <fcntl.h>
@@ -52,6 +58,7 @@
 #include <memory>
 
 #include "common/clock.h"
+#include "cluster/agent.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "master/daemon.h"
@@ -173,6 +180,10 @@ class Master {
   void refreshReadiness();
   bool awaitingReadiness() const;
 
+  // -- the cluster agent (-cluster)
+  void spawnAgent(Millis now);
+  void stopAgent();
+
   // -- events
   void beginStop(Millis now);
   void reload(Millis now);
@@ -196,6 +207,10 @@ class Master {
   std::unique_ptr<shm::Segment> segment_;
   std::vector<WorkerProc> procs_;
   uint32_t generation_ = 1;
+
+  pid_t agent_pid_ = 0;        // the cluster agent; 0 = none running
+  Millis agent_started_at_ = 0;
+  Millis agent_start_at_ = 0;  // the next start, after one that died quickly
 
   Millis backoff_ = 0;
   Millis next_spawn_at_ = 0;
@@ -300,6 +315,12 @@ bool Master::startUp() {
     return false;
   }
   segment_->pages().setConfiguredCap(config_->cap);
+  if (!config_->cluster.empty()) {
+    // The cap is the room's; this host's share comes from the engine.
+    segment_->cluster().configure(true, config_->cluster_fail == "open", config_->cluster_lease);
+    segment_->cluster().setCap(config_->cap);
+    segment_->pages().setShare(0);
+  }
   applyRoomControl(*segment_, *config_);
   segment_->stats().setGeneration(generation_);
   procs_.assign(segment_->geometry().worker_slots, WorkerProc{});
@@ -343,6 +364,7 @@ bool Master::checkAccessLog(const config::Config& config, std::string* error) co
 void Master::shutDown() {
   // Worded like the original's failed shutdown, which runbooks grep for.
   if (exit_code_ != 0) LOG_ERROR("shutdown: context deadline exceeded (not every worker finished cleanly)");
+  stopAgent();
   LOG_INFO("stopped");
   pid_file_.remove();
   closeListeners(&listeners_);
@@ -467,6 +489,7 @@ void Master::reconcile(Millis now) {
       if (p.ready) ++current_ready;
     }
   }
+  if (!config_->cluster.empty() && agent_pid_ == 0 && now >= agent_start_at_) spawnAgent(now);
   for (size_t slot = 0; slot < procs_.size() && current < config_->workers && now >= next_spawn_at_; ++slot) {
     if (procs_[slot].state != SlotState::Free) continue;
     if (!spawn(static_cast<shm::WorkerSlot>(slot), now)) break;
@@ -537,6 +560,16 @@ void Master::reapChildren(Millis now) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
+    if (pid == agent_pid_) {
+      agent_pid_ = 0;
+      if (!stopping_) {
+        const bool quick = now - agent_started_at_ < kQuickDeath;
+        agent_start_at_ = quick ? now + kJanitorTick : now;
+        if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+          LOG_WARN("cluster agent (pid %d) %s; starting another", static_cast<int>(pid), describeExit(status).c_str());
+      }
+      continue;
+    }
     for (size_t slot = 0; slot < procs_.size(); ++slot) {
       if (procs_[slot].state != SlotState::Free && procs_[slot].pid == pid) {
         onWorkerExit(static_cast<shm::WorkerSlot>(slot), status, now);
@@ -586,6 +619,47 @@ void Master::onWorkerExit(shm::WorkerSlot slot, int status, Millis now) {
     backoff_ = 0;
     next_spawn_at_ = now;
   }
+}
+
+// ------------------------------------------------------------------ cluster agent
+
+void Master::spawnAgent(Millis now) {
+  cluster::AgentContext context;
+  context.config = config_;
+  context.segment = segment_.get();
+  context.master_pid = static_cast<int>(master_pid_);
+  for (const BoundListener& l : listeners_) context.close_fds.push_back(l.fd);
+  for (const BoundListener& l : admin_listeners_) context.close_fds.push_back(l.fd);
+  if (daemon_ready_fd_ >= 0) context.close_fds.push_back(daemon_ready_fd_);
+  context.drop_privileges = [run_as = run_as_](std::string* error) { return dropPrivileges(run_as, error); };
+  pid_t pid = fork();
+  if (pid < 0) {
+    LOG_ERROR("fork cluster agent: %s", std::strerror(errno));
+    agent_start_at_ = now + kJanitorTick;
+    return;
+  }
+  if (pid == 0) cluster::runAgentProcess(context);
+  agent_pid_ = pid;
+  agent_started_at_ = now;
+  LOG_INFO("cluster agent started pid %d for %s (room %s, host %s)", static_cast<int>(pid), config_->cluster.c_str(),
+           config_->cluster_room.c_str(), cluster::hostName(static_cast<int>(master_pid_)).c_str());
+}
+
+// A full stop: the agent gives the host's reservation back, then goes.
+void Master::stopAgent() {
+  if (agent_pid_ == 0) return;
+  kill(agent_pid_, SIGINT);
+  for (int i = 0; i < 100; ++i) {
+    int status = 0;
+    if (waitpid(agent_pid_, &status, WNOHANG) == agent_pid_) {
+      agent_pid_ = 0;
+      return;
+    }
+    usleep(10'000);
+  }
+  kill(agent_pid_, SIGKILL);
+  waitpid(agent_pid_, nullptr, 0);
+  agent_pid_ = 0;
 }
 
 // ------------------------------------------------------------------ events
@@ -647,9 +721,14 @@ void Master::reload(Millis now) {
   }
   // A cap set at run time (POST /_room/cap) survives unless the file changed cap.
   if (fresh->cap != segment_->pages().configuredCap()) {
-    segment_->pages().setCap(fresh->cap);
+    if (fresh->cluster.empty())
+      segment_->pages().setCap(fresh->cap);
+    else
+      segment_->cluster().setCap(fresh->cap);  // the agent takes it to every host
     segment_->pages().setConfiguredCap(fresh->cap);
   }
+  if (!fresh->cluster.empty())
+    segment_->cluster().configure(true, fresh->cluster_fail == "open", fresh->cluster_lease);
   applyRoomControl(*segment_, *fresh);  // a mode set by POST /_room/mode survives unless the file changed mode
   config_ = fresh;
   ++generation_;
@@ -659,6 +738,8 @@ void Master::reload(Millis now) {
   segment_->stats().count(shm::Counter::ReloadsTotal);
   log::setGeneration(generation_);
   LOG_INFO("reload accepted: generation %u", generation_);
+  // The agent reads its settings at start: the next one has the new ones.
+  if (agent_pid_ != 0) kill(agent_pid_, SIGTERM);
   backoff_ = 0;
   next_spawn_at_ = now;
   next_reap_ = std::min(next_reap_, now + config_->reaper);

@@ -168,6 +168,32 @@ int64_t Clients::bannedCount(Millis now) const {
   return n;
 }
 
+std::vector<ClientBan> Clients::bans(Millis now) const {
+  const Layout& layout = *layout_;
+  std::vector<ClientBan> found;
+  const uint32_t now_s = secondsOf(now);
+  if (now_s >= layout.header->ban_horizon.load(std::memory_order_seq_cst)) return found;
+  for (uint32_t i = 0; i < layout.geometry.client_table_size; ++i) {
+    const ClientEntry& entry = layout.clients[i];
+    for (int tries = 0; tries < kReadTries; ++tries) {
+      const uint64_t word = entry.state.load(std::memory_order_seq_cst);
+      if (!keyed(clientState(word))) break;
+      const uint64_t a = entry.key[0].load(std::memory_order_seq_cst);
+      const uint64_t b = entry.key[1].load(std::memory_order_seq_cst);
+      const uint64_t ban = entry.ban.load(std::memory_order_seq_cst);
+      if (entry.state.load(std::memory_order_seq_cst) != word) continue;
+      if (!bannedAt(ban, now_s)) break;
+      ClientBan client;
+      std::memcpy(client.key.data(), &a, 8);
+      std::memcpy(client.key.data() + 8, &b, 8);
+      client.seconds_left = static_cast<int64_t>(highHalf(ban)) - now_s;
+      found.push_back(client);
+      break;
+    }
+  }
+  return found;
+}
+
 int64_t Clients::tracked() const {
   const Layout& layout = *layout_;
   int64_t n = 0;

@@ -123,6 +123,12 @@ struct ClientTickets {
   int64_t tickets = 0;
 };
 
+// One client banned now, as bans() saw it.
+struct ClientBan {
+  std::array<uint8_t, 16> key{};
+  int64_t seconds_left = 0;
+};
+
 class Clients final : public Handle {
  public:
   using Handle::Handle;
@@ -134,6 +140,9 @@ class Clients final : public Handle {
   int64_t liveTickets(const uint8_t key[16]) const;
   // Clients banned at `now` (a scan of the table: the banned_clients gauge).
   int64_t bannedCount(Millis now) const;
+  // Every client banned at `now` (a scan that reads only, as
+  // topByTickets(); the cluster agent sends them to the other hosts).
+  std::vector<ClientBan> bans(Millis now) const;
   // Clients with an entry (a scan: tests and diagnostics).
   int64_t tracked() const;
   // The (at most) `limit` clients holding the most live tickets, most first

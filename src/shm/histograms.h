@@ -4,7 +4,8 @@
 // Each worker slot owns one set of cells per histogram in its SlotRecord
 // (layout.h): a count per bucket (not cumulative) and the sum of the
 // observed values in microseconds. Only the slot's own worker writes them
-// (fetch_add, relaxed); a scrape merges every slot's cells. The count is
+// (fetch_add, relaxed), except EngineRoundTrip, which the cluster agent
+// (src/cluster/) adds to slot 0's cells, also by fetch_add; a scrape merges every slot's cells. The count is
 // the sum of the buckets, so a scrape never sees a count that disagrees
 // with its buckets; the sum may lag one observation behind them.
 //
@@ -28,14 +29,17 @@ namespace concert::shm {
 enum class Histogram : uint32_t {
   QueueWait,         // a ticket's issue to its admission from the line (seconds)
   UpstreamResponse,  // request sent to the origin's response head (seconds)
+  EngineRoundTrip,   // -cluster: one round trip to the engine (seconds); the cluster agent's, in slot 0's cells
 };
-constexpr size_t kHistogramCount = 2;
+constexpr size_t kHistogramCount = 3;
 constexpr size_t kHistogramBounds = 16;  // finite upper bounds; one more bucket is +Inf
 
 // Upper bounds (seconds, inclusive, as Prometheus `le`), ascending.
 constexpr std::array<double, kHistogramBounds> histogramBounds(Histogram h) {
   if (h == Histogram::QueueWait)
     return {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600};
+  if (h == Histogram::EngineRoundTrip)
+    return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
 }
 

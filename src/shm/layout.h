@@ -69,7 +69,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 12;
+constexpr uint32_t kLayoutVersion = 13;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -370,6 +370,72 @@ struct alignas(64) HistoryRing {
   alignas(64) HistoryEntry entries[kHistorySamples];
 };
 
+// ------------------------------------------------------------------ cluster
+// The host's cache of the engine's line and its mailbox to the engine
+// (cluster.h). Sizes in types.h (kCluster*).
+
+// One ticket of the engine's line, as the agent last read it.
+struct ClusterTicket {
+  std::atomic<uint64_t> id;
+  std::atomic<uint64_t> nonce;
+  std::atomic<int64_t> issued_ms;  // Unix ms
+};
+
+// One copy of the line's head: order[r] is the ticket of rank r (0 = the
+// head); index[] is an open-addressing map id -> rank (word id << 16 | rank,
+// 0 = empty, linear probing from the id's hash).
+struct ClusterMirror {
+  std::atomic<uint32_t> count;
+  std::atomic<uint32_t> truncated;  // the line is longer than kClusterMirror
+  std::atomic<uint64_t> last_id;    // the highest id in order[] (a ticket above it is beyond the copy)
+  ClusterTicket order[kClusterMirror];
+  std::atomic<uint64_t> index[kClusterIndex];
+};
+
+// A worker's note to the engine (cluster.h, Outbox): seq = its position + 1
+// once written (0 or an older lap: not yet).
+struct ClusterNote {
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> word;  // id << 8 | NoteKind
+  std::atomic<uint64_t> nonce;
+  std::atomic<int64_t> issued_ms;
+};
+
+// A ban in force on some host of the room (the engine's P:bans), as the
+// agent last read it: the client key's two words and the ban's end (Unix s).
+struct ClusterBan {
+  std::atomic<uint64_t> a, b;
+  std::atomic<int64_t> until;
+};
+
+struct alignas(64) ClusterArea {
+  std::atomic<uint32_t> enabled;    // master at create: -cluster is set
+  std::atomic<uint32_t> fail_open;  // master at create and reload: -cluster-fail open
+  std::atomic<int64_t> cap;         // the global cap: master (config), POST /_room/cap, the agent (engine)
+  std::atomic<int64_t> lease;       // master: -cluster-lease
+  alignas(64) std::atomic<uint32_t> state;  // agent: ClusterState
+  std::atomic<int32_t> hosts;               // agent: hosts last seen (this one included)
+  std::atomic<int64_t> reserved;            // agent: slots this host holds from the global cap
+  std::atomic<int64_t> horizon;             // agent: tickets ranked below it may take a slot
+  std::atomic<int64_t> depth;               // agent: the engine's line, everyone waiting
+  std::atomic<int64_t> refreshed_ms;        // agent: when the mirror was last published (monotonic ms)
+  std::atomic<uint64_t> round_trips;        // agent: engine round trips, ever
+  alignas(64) std::atomic<int64_t> pending;       // workers +1 per ticket issued, agent: 0 on publish
+  alignas(64) std::atomic<uint64_t> numbers;      // agent stores, workers take by CAS: next << 16 | left
+  alignas(64) std::atomic<uint64_t> local_next;   // workers: ids issued while the engine is away
+  alignas(64) std::atomic<uint64_t> wanted;       // workers: a ready ticket found no local slot
+  alignas(64) std::atomic<uint64_t> mirror_version;  // agent: +1 when a publish starts, +1 when it ends
+  std::atomic<uint32_t> active;                      // agent: which mirror readers use
+  alignas(64) std::atomic<uint64_t> notes_reserved;  // workers, by CAS: notes taken
+  alignas(64) std::atomic<uint64_t> notes_read;      // agent: notes consumed
+  alignas(64) std::atomic<uint64_t> recent[kClusterRecent];  // id << 17 | departed << 16 | seconds (mod 2^16)
+  alignas(64) std::atomic<uint64_t> bans_version;  // agent: odd while it rewrites bans[]
+  std::atomic<uint32_t> bans_count;
+  ClusterBan bans[kClusterBans];
+  ClusterNote notes[kClusterNotes];
+  ClusterMirror mirrors[2];
+};
+
 // ------------------------------------------------------------------ the view
 // This process's pointers into the mapping (identical in every forked
 // process) and the geometry it was carved with. Filled once by
@@ -401,6 +467,7 @@ class Layout {
   ClientEntry* clients = nullptr;
   std::atomic<uint32_t>* client_tags = nullptr;  // per ring entry (packClientTag)
   HistoryRing* history = nullptr;
+  ClusterArea* cluster = nullptr;
 
   TicketEntry& entry(uint64_t ticket) const { return entries[ticket & ring_mask]; }
   uint32_t index(uint64_t ticket) const { return static_cast<uint32_t>(ticket & ring_mask); }

@@ -44,7 +44,7 @@ bool validGeometry(const Geometry& g) {
 
 struct Offsets {
   size_t slots, entries, cookie_sent, issued_at, waiting, returned, missed, out, pass_state, pass_id, pass_last_used, pass_cells,
-      pass_locks, revocations, clients, client_tags, history, total;
+      pass_locks, revocations, clients, client_tags, history, cluster, total;
 };
 
 Offsets carve(const Geometry& g) {
@@ -72,6 +72,7 @@ Offsets carve(const Geometry& g) {
   o.clients = take(sizeof(ClientEntry) * g.client_table_size);
   o.client_tags = take(sizeof(uint32_t) * g.ring_size);
   o.history = take(sizeof(HistoryRing));
+  o.cluster = take(sizeof(ClusterArea));
   o.total = at;
   return o;
 }
@@ -129,12 +130,13 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       sale_(mapping_->layout, slots_),
       admit_rate_(mapping_->layout, slots_),
       tickets_(mapping_->layout, slots_, pages_, sessions_, clients_, line_rate_, modes_, admit_rate_),
+      cluster_(mapping_->layout, slots_, pages_, sessions_, line_rate_, modes_, admit_rate_),
       passes_(mapping_->layout, slots_),
       histograms_(mapping_->layout, slots_),
       history_(mapping_->layout, slots_),
       revocations_(mapping_->layout, slots_),
       once_(mapping_->layout, slots_),
-      stats_(mapping_->layout, tickets_, pages_, assets_, long_lived_, passes_, clients_, slots_) {}
+      stats_(mapping_->layout, tickets_, cluster_, pages_, assets_, long_lived_, passes_, clients_, slots_) {}
 
 Segment::~Segment() = default;
 
@@ -173,6 +175,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.clients = reinterpret_cast<ClientEntry*>(base + off.clients);
   l.client_tags = reinterpret_cast<std::atomic<uint32_t>*>(base + off.client_tags);
   l.history = reinterpret_cast<HistoryRing*>(base + off.history);
+  l.cluster = reinterpret_cast<ClusterArea*>(base + off.cluster);
   for (uint32_t s = 0; s < geometry.worker_slots; ++s) new (&l.slots[s]) SlotRecord();
 
   Header& h = *l.header;

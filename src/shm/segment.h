@@ -22,6 +22,8 @@
 //   modes()    the room's mode (open, pause, ...)           modes.h
 //   admitRate()  the admission rate's bucket                admit_rate.h
 //   sale()     a scheduled sale's start and pre-queue        sale.h
+//   cluster()  the engine's line cached, the host's share    cluster.h
+//   line()     the line in effect: tickets() or cluster()    line.h
 // The value types they take and return are in types.h; what every handle
 // holds, and its duty towards a dead worker (reclaim), in handle.h.
 //
@@ -47,6 +49,8 @@
 
 #include "shm/admit_rate.h"
 #include "shm/clients.h"
+#include "shm/cluster.h"
+#include "shm/line.h"
 #include "shm/histograms.h"
 #include "shm/history.h"
 #include "shm/line_rate.h"
@@ -78,6 +82,12 @@ class Segment {
   const Geometry& geometry() const;
   size_t bytes() const;  // mapped size
 
+  // The line the admission layer uses: the engine's (cluster()) with
+  // -cluster, else this host's ticket ring.
+  Line& line() { return cluster_.enabled() ? static_cast<Line&>(cluster_) : tickets_; }
+  const Line& line() const { return cluster_.enabled() ? static_cast<const Line&>(cluster_) : tickets_; }
+  ClusterLine& cluster() { return cluster_; }
+  const ClusterLine& cluster() const { return cluster_; }
   TicketRing& tickets() { return tickets_; }
   const TicketRing& tickets() const { return tickets_; }
   // The line's measured pace and the ETA of a position in it (admissions
@@ -149,6 +159,7 @@ class Segment {
   Sale sale_;
   AdmitRate admit_rate_;
   TicketRing tickets_;
+  ClusterLine cluster_;
   PassTable passes_;
   Histograms histograms_;
   History history_;

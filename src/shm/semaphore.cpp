@@ -106,6 +106,12 @@ void PageSemaphore::setCap(int32_t cap) {
   if (cap > old) slots_->wake(resource_);
 }
 
+void PageSemaphore::setShare(int32_t share) {
+  if (share < 0) share = 0;
+  const int64_t old = cap_->exchange(share, std::memory_order_seq_cst);
+  if (share > old) slots_->wake(resource_);
+}
+
 int32_t PageSemaphore::configuredCap() const {
   return static_cast<int32_t>(layout_->header->configured_page_cap.load(std::memory_order_seq_cst));
 }

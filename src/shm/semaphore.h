@@ -74,6 +74,10 @@ class PageSemaphore final : public Semaphore {
   // Runtime cap (POST /_room/cap, reload). Never lets occupancy pass the new
   // cap: in-flight keeps its slots, new acquisitions wait. Growing wakes waiters.
   void setCap(int32_t cap);
+  // With -cluster the cap is this host's share of the global cap, which the
+  // cluster agent sets from the engine (shm/cluster.h); 0 is allowed (the
+  // host holds no slot: nobody new goes in here).
+  void setShare(int32_t share);
 
   // The cap the configuration asked for when the runtime cap was last set by
   // the master; lets a reload tell a runtime override from a config change.

@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "shm/clients.h"
+#include "shm/cluster.h"
 #include "shm/layout.h"
 #include "shm/pass_table.h"
 #include "shm/semaphore.h"
@@ -12,10 +13,11 @@
 
 namespace concert::shm {
 
-Stats::Stats(Layout& layout, const TicketRing& tickets, const PageSemaphore& pages, const Semaphore& assets,
+Stats::Stats(Layout& layout, const TicketRing& tickets, const ClusterLine& cluster, const PageSemaphore& pages, const Semaphore& assets,
              const Semaphore& long_lived, const PassTable& passes, const Clients& clients, const WorkerSlots& slots)
     : layout_(&layout),
       tickets_(&tickets),
+      cluster_(&cluster),
       pages_(&pages),
       assets_(&assets),
       long_lived_(&long_lived),
@@ -45,10 +47,18 @@ StatsSnapshot Stats::snapshot() const {
 
 StatsSnapshot Stats::snapshot(Millis now) const {
   StatsSnapshot s;
-  s.cap = pages_->cap();
+  const bool cluster = cluster_->enabled();
+  const Line& line = cluster ? static_cast<const Line&>(*cluster_) : *tickets_;
+  s.cap = cluster ? static_cast<int32_t>(cluster_->cap()) : pages_->cap();
   s.occupancy = pages_->occupancy();
-  s.queue_depth = tickets_->queueDepth();
-  s.live_queue_depth = tickets_->liveQueueDepth();
+  s.queue_depth = line.queueDepth();
+  s.live_queue_depth = line.liveQueueDepth();
+  if (cluster) {
+    s.cluster = true;
+    s.cluster_engine_up = cluster_->state() == ClusterState::Up;
+    s.cluster_hosts = cluster_->hosts();
+    s.cluster_slots_reserved = pages_->cap();
+  }
   s.utilization = utilization();
   s.asset_cap = assets_->cap();
   s.asset_in_flight = assets_->occupancy();

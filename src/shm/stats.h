@@ -19,6 +19,7 @@
 namespace concert::shm {
 
 class Clients;
+class ClusterLine;
 class Layout;
 class TicketRing;
 class PageSemaphore;
@@ -45,11 +46,12 @@ class Stats {
 
  private:
   friend class Segment;
-  Stats(Layout& layout, const TicketRing& tickets, const PageSemaphore& pages, const Semaphore& assets,
+  Stats(Layout& layout, const TicketRing& tickets, const ClusterLine& cluster, const PageSemaphore& pages, const Semaphore& assets,
         const Semaphore& long_lived, const PassTable& passes, const Clients& clients, const WorkerSlots& slots);
 
   Layout* layout_;
   const TicketRing* tickets_;
+  const ClusterLine* cluster_;
   const PageSemaphore* pages_;
   const Semaphore* assets_;
   const Semaphore* long_lived_;

@@ -178,6 +178,7 @@
 #include <vector>
 
 #include "shm/handle.h"
+#include "shm/line.h"
 #include "shm/types.h"
 
 namespace concert::shm {
@@ -190,7 +191,7 @@ class Semaphore;
 class Sessions;
 struct TicketEntry;
 
-class TicketRing final : public Handle {
+class TicketRing final : public Handle, public Line {
  public:
   TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, const Sessions& sessions, Clients& clients,
              LineRate& line_rate, const Modes& modes, AdmitRate& admit_rate)
@@ -208,22 +209,22 @@ class TicketRing final : public Handle {
   // clients.h). Then the breaker: max_queue > 0 and liveQueueDepth() >=
   // max_queue. queued_total is counted here. Without a client the ticket is
   // untracked.
-  Issued issue(WorkerSlot slot, int64_t max_queue, Millis now, const ClientTicketing* client = nullptr);
+  Issued issue(WorkerSlot slot, int64_t max_queue, Millis now, const ClientTicketing* client = nullptr) override;
 
   // Waiting-page render of a known ticket: touches it (last seen = now,
   // cookie sent = now; its holder came back) and returns its state. Expired
   // tickets are retired (and PageSlot waiters woken, as for every path that
   // takes a ticket out of the line without a slot). A missed ticket whose
   // holder comes back is Returned: ahead of the line.
-  TicketView render(const TicketCookie& cookie, Millis now, Millis ttl);
+  TicketView render(const TicketCookie& cookie, Millis now, Millis ttl) override;
 
   // A held request's or event stream's recheck: touches the ticket like
   // render() but leaves the "cookie sent" time alone (no cookie goes out).
-  TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl);
+  TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl) override;
 
   // /queue/status poll: as render, plus the 1-second rate limit (a limited
   // poll still touches the ticket) and refresh_cookie after ttl/3.
-  TicketView poll(const TicketCookie& cookie, Millis now, Millis ttl);
+  TicketView poll(const TicketCookie& cookie, Millis now, Millis ttl) override;
 
   // The caller holds a page slot taken for this ticket: if it is the
   // ticket's turn (counting that slot as free), the ticket leaves the line
@@ -241,13 +242,13 @@ class TicketRing final : public Handle {
   // line jumped people whose turn had not come: fifo_inversions_total counts
   // it. The check recounts after the claim, independently of the readiness
   // test before it, so a bug or race there shows up here.
-  bool claim(const TicketCookie& cookie, Claimed* claimed = nullptr);
+  bool claim(const TicketCookie& cookie, Claimed* claimed = nullptr) override;
 
   // A ticket that will never be admitted (a held request whose client left
   // before its cookie went out). Counted in timeouts_total and
   // timeouts_queue_hold_total when `timeout`.
   // Wakes PageSlot waiters: tickets behind it may have become ready.
-  void retire(uint64_t ticket, bool timeout);
+  void retire(uint64_t ticket, bool timeout) override;
 
   // An operator removes a ticket (DELETE /_room/queue/<ticket>): a Waiting,
   // Returned or Missed ticket leaves the line (Finished), its client's
@@ -256,23 +257,23 @@ class TicketRing final : public Handle {
   // when no such ticket holds a place. A promotion (POST /_room/promote,
   // /queue/promote) takes the ticket out the same way, counted in
   // promoted_total instead: the places behind it shrink by one, none grows.
-  bool remove(uint64_t ticket, Counter counted = Counter::EvictedRemovedTotal);
+  bool remove(uint64_t ticket, Counter counted = Counter::EvictedRemovedTotal) override;
 
   // The nonce of a ticket that holds a place (waiting, returned or missed),
   // to check a reference to it (admission/room_pass.h); nullopt otherwise.
-  std::optional<uint64_t> nonceOf(uint64_t ticket) const;
+  std::optional<uint64_t> nonceOf(uint64_t ticket) const override;
 
   // The head of the line, oldest first: up to `limit` Returned and Waiting
   // tickets in ticket order (a Returned ticket goes first when a slot
   // frees, but is listed at its number). A read-only walk from low_water;
   // a ticket changing state meanwhile is listed as it was when read.
-  std::vector<LineEntry> head(size_t limit, Millis now) const;
+  std::vector<LineEntry> head(size_t limit, Millis now) const override;
 
   // Everyone holding a place: waiting, returned and missed tickets.
-  int64_t queueDepth() const;
+  int64_t queueDepth() const override;
   // Visitors waiting for their turn: waiting and returned tickets. The
   // breaker, positions and readiness count these.
-  int64_t liveQueueDepth() const;
+  int64_t liveQueueDepth() const override;
 
   // Master janitor, once a second: TTL expiry, first-poll grace, claim
   // window (see the file comment). Counts evicted_total, evicted_ttl_total,

@@ -46,6 +46,13 @@ constexpr int kSessionRank = kPriorityRanks;  // a concert_admit pass and nothin
 constexpr uint32_t kOnceEntries = 4096;  // once.h: marks held at most
 constexpr uint32_t kOnceWindow = 32;     // entries probed from a key's home
 
+// ---------------------------------------------------------------- cluster
+constexpr uint32_t kClusterMirror = 16384;             // cluster.h: the engine's line cached, head first
+constexpr uint32_t kClusterIndex = 2 * kClusterMirror;  // the cache's id -> rank map
+constexpr uint32_t kClusterNotes = 8192;               // notes to the engine not yet sent
+constexpr uint32_t kClusterRecent = 4096;              // tickets issued or first seen lately
+constexpr uint32_t kClusterBans = 1024;                // bans in force across the room, as read
+
 // ---------------------------------------------------------------- tickets
 // What the room_ticket cookie carries (admission/cookies.h encodes it): the
 // ticket number and the random nonce that proves the visitor was given it.
@@ -218,6 +225,11 @@ struct StatsSnapshot {
   uint32_t workers = 0;           // live worker processes
   uint32_t generation = 0;
   int64_t banned_clients = 0;  // clients banned now (clients.h)
+  // -cluster (cluster.h): cap above is the global cap, occupancy this host's.
+  bool cluster = false;
+  bool cluster_engine_up = false;
+  int32_t cluster_hosts = 0;           // hosts last seen, this one included
+  int64_t cluster_slots_reserved = 0;  // this host's share of the cap (its page semaphore's cap)
 
   // One field per counter, named by its stats key (counters.h).
 #define CONCERT_COUNTER_FIELD(name, key) uint64_t key = 0;

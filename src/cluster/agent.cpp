@@ -1,0 +1,557 @@
+// The cluster agent (agent.h).
+#include "cluster/agent.h"
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "cluster/engine.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "shm/nonce.h"
+#include "shm/segment.h"
+
+namespace concert::cluster {
+
+namespace {
+
+constexpr Millis kRound = 100;
+constexpr Millis kReconnect = 1'000;
+constexpr size_t kMaxUnsent = 200'000;
+constexpr size_t kNotesPerRound = 4'096;
+constexpr int64_t kBlockMin = 16;
+constexpr int64_t kBlockMax = 4'096;
+
+Reply convert(const redisReply* r) {
+  Reply out;
+  if (!r) return out;
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+      out.type = Reply::Type::Integer;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      out.type = Reply::Type::String;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = Reply::Type::Error;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = Reply::Type::Array;
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
+      break;
+    default: break;
+  }
+  return out;
+}
+
+std::string hex(const uint8_t* bytes, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[bytes[i] >> 4];
+    out += kDigits[bytes[i] & 15];
+  }
+  return out;
+}
+
+std::optional<std::array<uint8_t, 16>> unhex16(const std::string& text) {
+  if (text.size() != 32) return std::nullopt;
+  std::array<uint8_t, 16> out{};
+  for (size_t i = 0; i < 32; ++i) {
+    const char c = text[i];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    out[i / 2] = static_cast<uint8_t>(out[i / 2] << 4 | d);
+  }
+  return out;
+}
+
+std::string randomWord() {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, shm::randomNonce());
+  return buf;
+}
+
+class Agent {
+ public:
+  explicit Agent(const AgentContext& context)
+      : config_(*context.config),
+        segment_(*context.segment),
+        cluster_(segment_.cluster()),
+        host_(hostName(context.master_pid)),
+        endpoint_("redis://" + config_.cluster_url.host + ":" + std::to_string(config_.cluster_url.port)) {}
+
+  ~Agent() {
+    dropConnection();
+    for (event* e : events_) event_free(e);
+    if (base_) event_base_free(base_);
+  }
+
+  int run() {
+    base_ = event_base_new();
+    if (!base_) return 1;
+    for (int sig : {SIGTERM, SIGINT}) {
+      event* e = evsignal_new(base_, sig, &Agent::onSignal, this);
+      event_add(e, nullptr);
+      events_.push_back(e);
+    }
+    tick_ = event_new(base_, -1, EV_PERSIST, &Agent::onTick, this);
+    timeval every{0, static_cast<suseconds_t>(kRound * 1000)};
+    event_add(tick_, &every);
+    events_.push_back(tick_);
+    if (cluster_.state() != shm::ClusterState::Up) holdShare();
+    connect();
+    event_base_dispatch(base_);
+    return 0;
+  }
+
+ private:
+  enum class Call { Select, Notes, Sync, Fetch, Release };
+  struct Pending {
+    Agent* agent;
+    uint64_t round;
+    Call call;
+    int64_t sent_us;
+  };
+
+  // ------------------------------------------------------------ connection
+  void connect() {
+    next_connect_ = monotonicMs() + kReconnect;
+    redisAsyncContext* ac = redisAsyncConnect(config_.cluster_url.host.c_str(), config_.cluster_url.port);
+    if (!ac || ac->err) {
+      goDown(ac ? ac->errstr : "out of memory");
+      if (ac) redisAsyncFree(ac);
+      return;
+    }
+    ac->data = this;
+    redisLibeventAttach(ac, base_);
+    redisAsyncSetConnectCallback(ac, &Agent::onConnect);
+    redisAsyncSetDisconnectCallback(ac, &Agent::onDisconnect);
+    ac_ = ac;
+    connected_ = false;
+    round_deadline_ = monotonicMs() + roundTimeout();  // the connection too must come in time
+    in_round_ = true;
+    ++round_;
+    if (config_.cluster_url.db != 0) {
+      const std::string db = std::to_string(config_.cluster_url.db);
+      const char* argv[] = {"SELECT", db.c_str()};
+      const size_t lens[] = {6, db.size()};
+      send(Call::Select, 2, argv, lens);
+    }
+  }
+
+  static void onConnect(const redisAsyncContext* ac, int status) {
+    auto* self = static_cast<Agent*>(ac->data);
+    if (self->ac_ != ac) return;
+    if (status != REDIS_OK) {
+      self->ac_ = nullptr;  // hiredis frees the context after this callback
+      self->connected_ = false;
+      self->in_round_ = false;
+      self->restoreNotes();
+      self->goDown(ac->errstr[0] ? ac->errstr : "connection refused");
+      return;
+    }
+    self->connected_ = true;
+    self->in_round_ = false;
+    self->startRound();
+  }
+
+  static void onDisconnect(const redisAsyncContext* ac, int) {
+    auto* self = static_cast<Agent*>(ac->data);
+    if (self->ac_ != ac) return;
+    self->ac_ = nullptr;
+    self->connected_ = false;
+    self->in_round_ = false;
+    self->restoreNotes();
+    self->goDown(ac->errstr[0] ? ac->errstr : "connection closed");
+  }
+
+  // Outside hiredis callbacks only.
+  void dropConnection() {
+    if (!ac_) return;
+    redisAsyncContext* ac = ac_;
+    ac_ = nullptr;
+    connected_ = false;
+    in_round_ = false;
+    restoreNotes();
+    redisAsyncFree(ac);  // pending callbacks run with no reply and are ignored
+  }
+
+  void send(Call call, int argc, const char** argv, const size_t* lens) {
+    auto* pending = new Pending{this, round_, call, monotonicUs()};
+    if (!ac_ || redisAsyncCommandArgv(ac_, &Agent::onReply, pending, argc, argv, lens) != REDIS_OK) delete pending;
+  }
+
+  void eval(Call call, const char* script, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    const std::string nkeys = std::to_string(keys.size());
+    argv.push_back("EVAL");
+    lens.push_back(4);
+    argv.push_back(script);
+    lens.push_back(std::strlen(script));
+    argv.push_back(nkeys.c_str());
+    lens.push_back(nkeys.size());
+    for (const std::string& k : keys) {
+      argv.push_back(k.c_str());
+      lens.push_back(k.size());
+    }
+    for (const std::string& a : args) {
+      argv.push_back(a.c_str());
+      lens.push_back(a.size());
+    }
+    send(call, static_cast<int>(argv.size()), argv.data(), lens.data());
+  }
+
+  static void onReply(redisAsyncContext*, void* raw, void* privdata) {
+    std::unique_ptr<Pending> pending(static_cast<Pending*>(privdata));
+    Agent* self = pending->agent;
+    if (pending->call == Call::Release) {
+      self->released_ = true;
+      event_base_loopexit(self->base_, nullptr);
+      return;
+    }
+    if (!raw || pending->round != self->round_ || !self->in_round_) return;  // dropped, or a round given up
+    const int64_t micros = monotonicUs() - pending->sent_us;
+    self->segment_.histograms().observe(shm::Histogram::EngineRoundTrip, 0, micros);
+    self->cluster_.countRoundTrip();
+    Reply reply = convert(static_cast<redisReply*>(raw));
+    if (reply.type == Reply::Type::Error) {
+      self->fail("engine error: " + reply.str);
+      return;
+    }
+    switch (pending->call) {
+      case Call::Select:
+      case Call::Release: break;
+      case Call::Notes: self->in_flight_.clear(); break;
+      case Call::Sync: self->onSync(reply); break;
+      case Call::Fetch: self->onFetch(reply); break;
+    }
+  }
+
+  // A round went wrong: drop the connection once the callback returns.
+  void fail(const std::string& why) {
+    failure_ = why;
+    event_base_once(base_, -1, EV_TIMEOUT, &Agent::onFail, this, nullptr);
+  }
+
+  static void onFail(evutil_socket_t, short, void* arg) {
+    auto* self = static_cast<Agent*>(arg);
+    self->dropConnection();
+    self->goDown(self->failure_);
+  }
+
+  // ------------------------------------------------------------ rounds
+  static void onTick(evutil_socket_t, short, void* arg) { static_cast<Agent*>(arg)->tick(); }
+
+  void tick() {
+    const Millis now = monotonicMs();
+    collectNotes(now);
+    if (!ac_) {
+      if (now >= next_connect_) connect();
+      return;
+    }
+    if (in_round_) {
+      if (now < round_deadline_) return;
+      dropConnection();
+      goDown("no answer within " + std::to_string(roundTimeout()) + " ms");
+      return;
+    }
+    if (connected_) startRound();
+  }
+
+  Millis roundTimeout() const { return std::clamp<Millis>(config_.cluster_lease_ttl / 4, 250, 1'000); }
+
+  void collectNotes(Millis now) {
+    for (const shm::ClusterNoteValue& note : cluster_.takeNotes(kNotesPerRound, now)) {
+      if (note.kind == shm::NoteKind::Enroll) ++enrolled_;
+      unsent_.push_back(noteArg(note));
+    }
+    while (unsent_.size() > kMaxUnsent) {
+      // Touches go first: an enrolment or a departure lost costs a place.
+      auto touch = std::find_if(unsent_.begin(), unsent_.end(), [](const std::string& s) { return s[0] == 'T'; });
+      unsent_.erase(touch != unsent_.end() ? touch : unsent_.begin());
+    }
+  }
+
+  void restoreNotes() {
+    unsent_.insert(unsent_.begin(), in_flight_.begin(), in_flight_.end());
+    in_flight_.clear();
+  }
+
+  void startRound() {
+    const Millis now = monotonicMs();
+    in_round_ = true;
+    ++round_;
+    round_deadline_ = now + roundTimeout();
+    if (!unsent_.empty()) {
+      const size_t n = std::min(unsent_.size(), kNotesPerRound);
+      in_flight_.assign(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(n));
+      unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(n));
+      std::vector<std::string> args = {std::to_string(config_.token_ttl), std::to_string(config_.first_poll_grace)};
+      args.insert(args.end(), in_flight_.begin(), in_flight_.end());
+      eval(Call::Notes, kNotesScript, notesKeys(config_.cluster_room), args);
+    }
+    SyncRequest r;
+    r.host = host_;
+    r.lease_ttl_ms = config_.cluster_lease_ttl;
+    r.lease = config_.cluster_lease;
+    r.busy = segment_.pages().occupancy();
+    r.wanted = cluster_.takeWanted() > 0;
+    sent_cap_ = cluster_.cap();
+    r.cap = sent_cap_;
+    r.push_cap = synced_cap_ != 0 && sent_cap_ != synced_cap_;
+    sent_mode_ = std::string(shm::roomModeName(segment_.modes().mode()));
+    r.mode = sent_mode_;
+    r.push_mode = !synced_mode_.empty() && sent_mode_ != synced_mode_;
+    r.epoch = epoch_;
+    r.new_epoch = randomWord();
+    if (blockWanted(now)) {
+      block_size_ = std::clamp<int64_t>(2 * enrolled_, kBlockMin, kBlockMax);
+      r.block = block_size_;
+    }
+    enrolled_ = 0;
+    r.bans = newBans(now);
+    eval(Call::Sync, kSyncScript, syncKeys(config_.cluster_room), syncArgs(r));
+  }
+
+  bool blockWanted(Millis now) const {
+    return cluster_.numbersLeft() < kBlockMin / 2 || now - block_at_ >= shm::ClusterLine::kBlockAgeMs;
+  }
+
+  // Bans that began here and were not sent yet (or were made longer).
+  std::vector<std::string> newBans(Millis now) {
+    std::vector<std::string> out;
+    const int64_t unix_now = unixSeconds();
+    for (const shm::ClientBan& ban : segment_.clients().bans(now)) {
+      const std::string key = hex(ban.key.data(), ban.key.size());
+      const int64_t until = unix_now + ban.seconds_left;
+      auto sent = sent_bans_.find(key);
+      if (sent != sent_bans_.end() && sent->second + 2 >= until) continue;
+      sent_bans_[key] = until;
+      out.push_back(key + ":" + std::to_string(until));
+    }
+    for (auto it = sent_bans_.begin(); it != sent_bans_.end();) it = it->second < unix_now ? sent_bans_.erase(it) : ++it;
+    return out;
+  }
+
+  void onSync(const Reply& reply) {
+    std::optional<SyncReply> sync = parseSync(reply);
+    if (!sync) {
+      fail("engine answered SYNC with something unexpected");
+      return;
+    }
+    const Millis now = monotonicMs();
+    sync_ = *sync;
+    if (sync->lost && !epoch_.empty()) reenroll();
+    epoch_ = sync->epoch;
+    if (sync->block_first != 0) {
+      cluster_.offerNumbers(sync->block_first, static_cast<uint32_t>(block_size_));
+      block_at_ = now;
+    }
+    // The engine's cap and mode, unless this host changed them during the round.
+    if (cluster_.cap() == sent_cap_ && sync->cap >= 1) cluster_.setCap(sync->cap);
+    synced_cap_ = sync->cap;
+    if (std::string(shm::roomModeName(segment_.modes().mode())) == sent_mode_) {
+      std::optional<shm::RoomMode> mode = shm::parseRoomMode(sync->mode);
+      if (mode && *mode != segment_.modes().mode()) {
+        segment_.modes().set(*mode);
+        LOG_INFO("room mode set to %s by another host", sync->mode.c_str());
+      }
+    }
+    synced_mode_ = sync->mode;
+    std::vector<std::pair<std::array<uint8_t, 16>, int64_t>> bans;
+    for (const auto& [key, until] : sync->bans)
+      if (std::optional<std::array<uint8_t, 16>> bytes = unhex16(key)) bans.emplace_back(*bytes, until);
+    cluster_.setRemoteBans(bans);
+    if (sync->reaped > 0)
+      LOG_INFO("cluster: %lld tickets abandoned (unseen past -token-ttl or -first-poll-grace)",
+               static_cast<long long>(sync->reaped));
+    if (sync->version != version_) {
+      eval(Call::Fetch, kFetchScript, fetchKeys(config_.cluster_room), {std::to_string(shm::kClusterMirror)});
+      return;
+    }
+    finishRound(nullptr);
+  }
+
+  void onFetch(const Reply& reply) {
+    std::optional<FetchReply> fetch = parseFetch(reply);
+    if (!fetch) {
+      fail("engine answered FETCH with something unexpected");
+      return;
+    }
+    version_ = sync_.version;
+    sync_.depth = fetch->depth;
+    finishRound(&*fetch);
+  }
+
+  void finishRound(const FetchReply* fetch) {
+    in_round_ = false;
+    shm::ClusterRound round;
+    round.hosts = sync_.hosts;
+    round.reserved = sync_.reserved;
+    round.horizon = sync_.horizon;
+    round.depth = sync_.depth;
+    round.cap = sync_.cap;
+    const bool was_up = cluster_.state() == shm::ClusterState::Up;
+    cluster_.publish(round, fetch ? &fetch->line : nullptr,
+                     fetch && fetch->depth > static_cast<int64_t>(fetch->line.size()), monotonicMs());
+    hosts_seen_ = std::max(1, sync_.hosts);
+    segment_.pages().setShare(static_cast<int32_t>(std::clamp<int64_t>(sync_.reserved, 0, INT32_MAX)));
+    if (!was_up)
+      LOG_INFO("cluster engine %s up: %d host(s) share cap %lld; %lld slot(s) reserved here, %lld waiting", endpoint_.c_str(),
+               sync_.hosts, static_cast<long long>(sync_.cap), static_cast<long long>(sync_.reserved),
+               static_cast<long long>(sync_.depth));
+  }
+
+  // The engine lost the room: the line this host cached goes back in, in its
+  // order (every host sends the same one; enrolling is idempotent).
+  void reenroll() {
+    std::vector<shm::ClusterLineEntry> line = cluster_.mirrored();
+    std::vector<std::string> notes;
+    for (const shm::ClusterLineEntry& e : line)
+      notes.push_back(noteArg({shm::NoteKind::Enroll, e.id, e.nonce, e.issued_ms}, true));
+    unsent_.insert(unsent_.begin(), notes.begin(), notes.end());
+    version_ = -1;
+    LOG_WARN("cluster engine %s lost the room's data: re-enrolling %zu waiting visitors in their order; no new "
+             "slots anywhere for %s",
+             endpoint_.c_str(), line.size(), config::goDurationString(config_.cluster_lease_ttl).c_str());
+  }
+
+  // ------------------------------------------------------------ away
+  void goDown(const std::string& why) {
+    next_connect_ = std::max(next_connect_, monotonicMs() + kReconnect / 4);
+    const shm::ClusterState before = cluster_.state();
+    if (before != shm::ClusterState::Up && down_logged_) {
+      holdShare();
+      return;
+    }
+    cluster_.setState(shm::ClusterState::Down);
+    holdShare();
+    down_logged_ = true;
+    if (cluster_.failOpen())
+      LOG_ERROR("cluster engine %s unreachable (%s): -cluster-fail open: this host admits up to %d on its own",
+                endpoint_.c_str(), why.c_str(), segment_.pages().cap());
+    else
+      LOG_ERROR("cluster engine %s unreachable (%s): -cluster-fail closed: no new admissions here", endpoint_.c_str(),
+                why.c_str());
+  }
+
+  // The share while the engine is away (or not reached yet): cap / hosts
+  // last seen with open, nothing with closed.
+  void holdShare() {
+    if (cluster_.state() == shm::ClusterState::Joining) {
+      segment_.pages().setShare(0);
+      return;
+    }
+    const int64_t share = cluster_.failOpen() ? std::max<int64_t>(1, cluster_.cap() / std::max(1, hosts_seen_)) : 0;
+    segment_.pages().setShare(static_cast<int32_t>(std::min<int64_t>(share, INT32_MAX)));
+  }
+
+  // ------------------------------------------------------------ signals
+  static void onSignal(evutil_socket_t sig, short, void* arg) {
+    auto* self = static_cast<Agent*>(arg);
+    if (sig == SIGINT && self->connected_ && !self->releasing_) {
+      // The host stops: its reservation goes back now rather than at the lease's end.
+      self->releasing_ = true;
+      self->in_round_ = false;
+      ++self->round_;
+      const std::vector<std::string> keys = syncKeys(self->config_.cluster_room);
+      const std::string script =
+          "redis.call('HDEL', KEYS[2], ARGV[1]) redis.call('HDEL', KEYS[3], ARGV[1]) "
+          "redis.call('ZREM', KEYS[1], ARGV[1]) return 1";
+      self->eval(Call::Release, script.c_str(), {keys[0], keys[1], keys[2]}, {self->host_});
+      timeval wait{0, 500'000};
+      event_base_loopexit(self->base_, &wait);
+      return;
+    }
+    event_base_loopexit(self->base_, nullptr);
+  }
+
+  const config::Config& config_;
+  shm::Segment& segment_;
+  shm::ClusterLine& cluster_;
+  const std::string host_;
+  const std::string endpoint_;
+  event_base* base_ = nullptr;
+  event* tick_ = nullptr;
+  std::vector<event*> events_;
+  redisAsyncContext* ac_ = nullptr;
+  bool connected_ = false;
+  bool in_round_ = false;
+  bool releasing_ = false;
+  bool released_ = false;
+  bool down_logged_ = false;
+  uint64_t round_ = 0;
+  Millis round_deadline_ = 0;
+  Millis next_connect_ = 0;
+  std::string failure_;
+  std::deque<std::string> unsent_;
+  std::vector<std::string> in_flight_;
+  SyncReply sync_;
+  std::string epoch_;
+  int64_t version_ = -1;
+  int64_t synced_cap_ = 0;
+  int64_t sent_cap_ = 0;
+  std::string synced_mode_;
+  std::string sent_mode_;
+  int hosts_seen_ = 1;
+  int64_t enrolled_ = 0;
+  int64_t block_size_ = kBlockMin;
+  Millis block_at_ = -shm::ClusterLine::kBlockAgeMs;
+  std::map<std::string, int64_t> sent_bans_;
+};
+
+}  // namespace
+
+std::string hostName(int master_pid) {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) std::strcpy(name, "localhost");
+  return std::string(name) + ":" + std::to_string(master_pid);
+}
+
+void runAgentProcess(const AgentContext& context) {
+  int status = 1;
+  try {
+    log::setRole("cluster");
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGALRM, SIGCHLD}) signal(sig, SIG_DFL);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGHUP, SIGCHLD, SIGALRM}) sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    for (int fd : context.close_fds) close(fd);
+    std::string error;
+    if (context.drop_privileges && !context.drop_privileges(&error)) {
+      LOG_ERROR("%s", error.c_str());
+      _exit(1);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != context.master_pid) _exit(0);
+    Agent agent(context);
+    status = agent.run();
+  } catch (const std::exception& e) {
+    LOG_ERROR("cluster agent failed: %s", e.what());
+  }
+  _exit(status);
+}
+
+}  // namespace concert::cluster

@@ -1,0 +1,58 @@
+// The cluster agent: the one process of a host that talks to the engine
+// (-cluster). The master forks it next to the workers and starts another if
+// it dies; a reload replaces it with one that reads the new configuration.
+//
+// Every kRound (100 ms) it runs one round with the engine (engine.h), all
+// asynchronous on its own libevent loop (hiredis' libevent adapter):
+//   1. the notes workers left since the last round (enrolments, touches,
+//      departures; shm/cluster.h), as one NOTES script
+//   2. SYNC: renew the host's lease and report what it has in flight; get
+//      its share of the cap, the line's figures, cap, mode and bans, a block
+//      of ticket numbers when the old one runs low or grows old
+//   3. FETCH the line's head, when it moved since the last round
+// and then publishes what it learnt into the segment: the page semaphore's
+// cap becomes the host's share, the cache of the line is swapped, waiting
+// pages and held requests are woken.
+//
+// A round not answered within kRoundTimeout (or a connection that fails)
+// takes the engine for away: the connection is dropped, the host goes Down
+// (-cluster-fail open: its share becomes cap / hosts last seen; closed: 0)
+// and the agent reconnects every kReconnect. Notes taken meanwhile are kept
+// (up to kMaxUnsent; touches are dropped first) and sent once it is back;
+// if the engine lost the room (a new epoch), the agent re-enrolls the line it
+// cached, in its order. Each change of state is logged once.
+//
+// Signals: SIGTERM ends the agent (a reload or a restart of it: the next one
+// carries on with the same host name and the same reservation); SIGINT (the
+// master's last act on a full stop, after every worker exited) gives the
+// host's reservation back first.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace concert::shm {
+class Segment;
+}
+
+namespace concert::cluster {
+
+struct AgentContext {
+  config::ConfigPtr config;
+  shm::Segment* segment = nullptr;
+  int master_pid = 0;
+  std::vector<int> close_fds;  // the listeners and anything else the agent must not hold
+  std::function<bool(std::string*)> drop_privileges;
+};
+
+// In the forked child: runs the agent and exits.
+[[noreturn]] void runAgentProcess(const AgentContext& context);
+
+// The host's name in the engine: host name and master pid, stable across a
+// reload and an agent restart, distinct for two Concerts on one machine.
+std::string hostName(int master_pid);
+
+}  // namespace concert::cluster

@@ -1,0 +1,133 @@
+// The engine's part of one line shared by several hosts (-cluster): what
+// lives in Redis, under which keys, and the three scripts that change it.
+// Every step that must be atomic is one script (EVAL), so no host ever sees
+// half a change; the cluster agent (agent.h) is the only code that talks to
+// the engine, and workers never wait for it (shm/cluster.h).
+//
+// Keys, for the room prefix P (-cluster-room, default "concert"):
+//   P:epoch  string   the room's identity, a random word set by the first host
+//                     to find none. A host that knew another one learns that
+//                     the engine lost the room (restart without persistence,
+//                     FLUSHALL): it re-enrolls the line it cached, and for one
+//                     lease TTL no host takes new slots (P:grace), since the
+//                     engine no longer knows what every host has in flight.
+//   P:grace  string   Unix ms until which no slot is granted beyond what a
+//                     host has in flight (set on a lost epoch, expires).
+//   P:seq    integer  the last ticket number handed out; hosts take blocks
+//                     (INCRBY). Only grows; raised to the highest number
+//                     re-enrolled after a loss.
+//   P:line   zset     the waiting line: member = ticket id (decimal), score =
+//                     its order (its number; ids a host made up while the
+//                     engine was away get the next number when enrolled).
+//                     Invariant: P:line, P:tix and P:seen hold the same ids.
+//   P:tix    hash     id -> "nonce:issued" (nonce 16 hex digits, issued Unix ms)
+//   P:seen   zset     id -> the engine time (ms) after which the ticket is
+//                     abandoned: issue + -first-poll-grace, then each touch +
+//                     -token-ttl. Reaped by SYNC.
+//   P:ver    integer  raised on every change of P:line: hosts re-read the line
+//                     only when it moved
+//   P:hosts  zset     host -> lease expiry (engine ms); a host that stops
+//                     renewing is dropped with its reservation by the next SYNC
+//   P:resv   hash     host -> slots reserved from the cap
+//   P:busy   hash     host -> slots in use there (its page occupancy)
+//                     Invariant: the sum over hosts of max(resv, busy) stays
+//                     within P:cap, except when P:cap was lowered or a host
+//                     reported more in flight than it held (both settle as
+//                     requests finish: nobody gets a new slot until then).
+//   P:cap    integer  the global cap (-cap; POST /_room/cap on any host)
+//   P:mode   string   the room's mode (POST /_room/mode on any host)
+//   P:bans   zset     client key (32 hex digits) -> ban end (Unix s); expired
+//                     members are dropped by SYNC
+//
+// Times are the engine's clock (TIME), so hosts' clocks never meet, except
+// the issue time of a ticket and a ban's end, which are only shown or
+// compared on a host with its own clock.
+//
+// Scripts:
+//   NOTES  what workers noted since the last round (shm/cluster.h): Enroll,
+//          Re-enroll, Touch, Leave
+//   SYNC   once a round: renew this host's lease and take its share of the
+//          cap, the line's figures, cap and mode, bans, a block of numbers
+//   FETCH  the line's head with nonces and issue times (when P:ver moved)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shm/cluster.h"
+
+namespace concert::cluster {
+
+// KEYS of each script, in order, for room prefix `room`.
+std::vector<std::string> notesKeys(std::string_view room);
+std::vector<std::string> syncKeys(std::string_view room);
+std::vector<std::string> fetchKeys(std::string_view room);
+
+extern const char* const kNotesScript;
+extern const char* const kSyncScript;
+extern const char* const kFetchScript;
+
+// NOTES' ARGV after the two times: one string per note.
+//   "E id nonce issued"   enroll (not if already in line)
+//   "R id nonce issued"   re-enroll after a loss (deadline from the TTL)
+//   "T id"                touch
+//   "L id"                leave
+std::string noteArg(const shm::ClusterNoteValue& note, bool reenroll = false);
+
+// What this host tells SYNC.
+struct SyncRequest {
+  std::string host;          // this host's name in P:hosts
+  int64_t lease_ttl_ms = 0;  // -cluster-lease-ttl
+  int64_t lease = 0;         // -cluster-lease
+  int64_t busy = 0;          // page slots in use here
+  bool wanted = false;       // a turn found no slot here since the last round
+  int64_t cap = 0;           // the global cap as this host has it
+  bool push_cap = false;     // ... changed here (POST /_room/cap, reload)
+  std::string mode;          // the room's mode as this host has it
+  bool push_mode = false;    // ... changed here
+  std::string epoch;         // the room's epoch this host knew ("" = none yet)
+  std::string new_epoch;     // a fresh one, used if the engine has none
+  int64_t block = 0;         // ticket numbers wanted (0 = none)
+  int64_t reap_limit = 1000;
+  std::vector<std::string> bans;  // bans that began here: "key:until" (32 hex digits, Unix s)
+};
+std::vector<std::string> syncArgs(const SyncRequest& request);
+
+// What SYNC answers.
+struct SyncReply {
+  int64_t reserved = 0;
+  int32_t hosts = 0;
+  int64_t horizon = 0;
+  int64_t depth = 0;
+  int64_t version = 0;
+  int64_t cap = 0;
+  std::string mode;
+  std::string epoch;
+  bool lost = false;         // the engine had another epoch (or none) than this host knew
+  uint64_t block_first = 0;  // first of the block asked for (0: none)
+  int64_t reaped = 0;        // tickets abandoned this round
+  std::vector<std::pair<std::string, int64_t>> bans;  // every ban in force: key (32 hex), end (Unix s)
+};
+
+// A reply as a tree of strings and integers, as hiredis delivers it (the
+// agent converts; tests build them by hand).
+struct Reply {
+  enum class Type { Nil, Integer, String, Array, Error } type = Type::Nil;
+  int64_t integer = 0;
+  std::string str;
+  std::vector<Reply> elements;
+};
+
+std::optional<SyncReply> parseSync(const Reply& reply);
+
+// FETCH: the line's length and its head (ids, nonces, issue times).
+struct FetchReply {
+  int64_t depth = 0;
+  std::vector<shm::ClusterLineEntry> line;
+};
+std::optional<FetchReply> parseFetch(const Reply& reply);
+
+}  // namespace concert::cluster

@@ -1,0 +1,467 @@
+// The host's cache of the engine's line (cluster.h).
+#include "shm/cluster.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "shm/admit_rate.h"
+#include "shm/layout.h"
+#include "shm/line_rate.h"
+#include "shm/modes.h"
+#include "shm/nonce.h"
+#include "shm/semaphore.h"
+#include "shm/sessions.h"
+#include "shm/worker_slots.h"
+
+namespace concert::shm {
+
+namespace {
+
+constexpr int kReadAttempts = 8;
+
+uint32_t homeOf(uint64_t id, uint32_t size) {
+  return static_cast<uint32_t>(hashId(id, 0x636c7573746572ull)) & (size - 1);  // "cluster"
+}
+
+uint16_t stampOf(Millis now) {
+  return static_cast<uint16_t>(static_cast<uint64_t>(now / 1000));
+}
+
+int64_t ageMs(uint64_t word, Millis now) {
+  const uint16_t then = static_cast<uint16_t>(word & 0xffffu);
+  return static_cast<int64_t>(static_cast<uint16_t>(stampOf(now) - then)) * 1000;
+}
+
+constexpr uint64_t kDeparted = uint64_t{1} << 16;
+
+}  // namespace
+
+// ---------------------------------------------------------------- words
+bool ClusterLine::enabled() const {
+  return layout_->cluster->enabled.load(std::memory_order_relaxed) != 0;
+}
+
+ClusterState ClusterLine::state() const {
+  return static_cast<ClusterState>(layout_->cluster->state.load(std::memory_order_seq_cst));
+}
+
+int32_t ClusterLine::hosts() const {
+  return layout_->cluster->hosts.load(std::memory_order_relaxed);
+}
+
+int64_t ClusterLine::reserved() const {
+  return layout_->cluster->reserved.load(std::memory_order_relaxed);
+}
+
+int64_t ClusterLine::horizon() const {
+  return layout_->cluster->horizon.load(std::memory_order_seq_cst);
+}
+
+uint64_t ClusterLine::roundTrips() const {
+  return layout_->cluster->round_trips.load(std::memory_order_relaxed);
+}
+
+bool ClusterLine::failOpen() const {
+  return layout_->cluster->fail_open.load(std::memory_order_relaxed) != 0;
+}
+
+int64_t ClusterLine::cap() const {
+  return layout_->cluster->cap.load(std::memory_order_seq_cst);
+}
+
+void ClusterLine::setCap(int64_t cap) {
+  if (cap >= 1) layout_->cluster->cap.store(cap, std::memory_order_seq_cst);
+}
+
+void ClusterLine::configure(bool enabled, bool fail_open, int64_t lease) {
+  ClusterArea& area = *layout_->cluster;
+  area.enabled.store(enabled ? 1 : 0, std::memory_order_seq_cst);
+  area.fail_open.store(fail_open ? 1 : 0, std::memory_order_seq_cst);
+  area.lease.store(lease, std::memory_order_seq_cst);
+  if (enabled && state() == ClusterState::Off) setState(ClusterState::Joining);
+}
+
+void ClusterLine::setState(ClusterState state) {
+  layout_->cluster->state.store(static_cast<uint32_t>(state), std::memory_order_seq_cst);
+  slots_->wake(Resource::PageSlot);
+}
+
+// ---------------------------------------------------------------- the copy
+std::optional<ClusterLine::Found> ClusterLine::lookup(uint64_t id) const {
+  const ClusterArea& area = *layout_->cluster;
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const uint64_t before = area.mirror_version.load(std::memory_order_seq_cst);
+    const ClusterMirror& m = area.mirrors[area.active.load(std::memory_order_seq_cst) & 1];
+    const uint32_t count = std::min(m.count.load(std::memory_order_relaxed), kClusterMirror);
+    std::optional<Found> found;
+    for (uint32_t probe = 0, i = homeOf(id, kClusterIndex); probe < kClusterIndex;
+         ++probe, i = (i + 1) & (kClusterIndex - 1)) {
+      const uint64_t word = m.index[i].load(std::memory_order_relaxed);
+      if (word == 0) break;
+      if ((word >> 16) != id) continue;
+      const uint32_t rank = static_cast<uint32_t>(word & 0xffffu);
+      if (rank >= count || m.order[rank].id.load(std::memory_order_relaxed) != id) break;
+      found = Found{Where::Ranked, rank, m.order[rank].nonce.load(std::memory_order_relaxed),
+                    m.order[rank].issued_ms.load(std::memory_order_relaxed)};
+      break;
+    }
+    if (area.mirror_version.load(std::memory_order_seq_cst) - before < 2) return found;
+  }
+  return std::nullopt;
+}
+
+std::vector<ClusterLineEntry> ClusterLine::mirrored() const {
+  const ClusterArea& area = *layout_->cluster;
+  std::vector<ClusterLineEntry> out;
+  const ClusterMirror& m = area.mirrors[area.active.load(std::memory_order_seq_cst) & 1];
+  const uint32_t count = std::min(m.count.load(std::memory_order_relaxed), kClusterMirror);
+  out.reserve(count);
+  for (uint32_t r = 0; r < count; ++r)
+    out.push_back({m.order[r].id.load(std::memory_order_relaxed), m.order[r].nonce.load(std::memory_order_relaxed),
+                   m.order[r].issued_ms.load(std::memory_order_relaxed)});
+  return out;
+}
+
+void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLineEntry>* line, bool truncated,
+                          Millis now) {
+  ClusterArea& area = *layout_->cluster;
+  if (line) {
+    area.mirror_version.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t next = (area.active.load(std::memory_order_seq_cst) & 1) ^ 1;
+    ClusterMirror& m = area.mirrors[next];
+    for (auto& word : m.index) word.store(0, std::memory_order_relaxed);
+    const uint32_t count = static_cast<uint32_t>(std::min<size_t>(line->size(), kClusterMirror));
+    uint64_t last = 0;
+    for (uint32_t r = 0; r < count; ++r) {
+      const ClusterLineEntry& e = (*line)[r];
+      m.order[r].id.store(e.id, std::memory_order_relaxed);
+      m.order[r].nonce.store(e.nonce, std::memory_order_relaxed);
+      m.order[r].issued_ms.store(e.issued_ms, std::memory_order_relaxed);
+      if (e.id < kLocalIds) last = std::max(last, e.id);
+      uint32_t i = homeOf(e.id, kClusterIndex);
+      while (m.index[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & (kClusterIndex - 1);
+      m.index[i].store(e.id << 16 | r, std::memory_order_relaxed);
+    }
+    m.count.store(count, std::memory_order_relaxed);
+    m.truncated.store(truncated || line->size() > count ? 1 : 0, std::memory_order_relaxed);
+    m.last_id.store(last, std::memory_order_relaxed);
+    area.active.store(next, std::memory_order_seq_cst);
+    area.mirror_version.fetch_add(1, std::memory_order_seq_cst);
+    area.pending.store(0, std::memory_order_seq_cst);
+  }
+  area.hosts.store(round.hosts, std::memory_order_relaxed);
+  area.reserved.store(round.reserved, std::memory_order_relaxed);
+  area.horizon.store(round.horizon, std::memory_order_seq_cst);
+  area.depth.store(round.depth, std::memory_order_seq_cst);
+  if (round.cap >= 1) area.cap.store(round.cap, std::memory_order_seq_cst);
+  area.refreshed_ms.store(now, std::memory_order_relaxed);
+  area.state.store(static_cast<uint32_t>(ClusterState::Up), std::memory_order_seq_cst);
+  slots_->wake(Resource::PageSlot);
+}
+
+// ---------------------------------------------------------------- recent
+uint64_t ClusterLine::recentWord(uint64_t id) const {
+  const uint64_t word = layout_->cluster->recent[homeOf(id, kClusterRecent)].load(std::memory_order_seq_cst);
+  return (word >> 17) == id ? word : 0;
+}
+
+void ClusterLine::remember(uint64_t id, Millis now, bool departed) {
+  std::atomic<uint64_t>& slot = layout_->cluster->recent[homeOf(id, kClusterRecent)];
+  slot.store(id << 17 | (departed ? kDeparted : 0) | stampOf(now), std::memory_order_seq_cst);
+}
+
+// ---------------------------------------------------------------- lookups
+ClusterLine::Found ClusterLine::find(const TicketCookie& cookie, Millis now) {
+  const uint64_t id = cookie.ticket;
+  if (id == 0 || id > kMaxId) return {};
+  const uint64_t recent = recentWord(id);
+  if (recent & kDeparted) return {};
+  if (std::optional<Found> found = lookup(id)) {
+    if (found->nonce != cookie.nonce) return {};
+    return *found;
+  }
+  Found pending{Where::Pending, 0, cookie.nonce, 0};
+  if (state() != ClusterState::Up) return pending;  // the engine is away: keep everyone waiting
+  const ClusterArea& area = *layout_->cluster;
+  const ClusterMirror& m = area.mirrors[area.active.load(std::memory_order_seq_cst) & 1];
+  if (m.truncated.load(std::memory_order_relaxed) && id < kLocalIds && id > m.last_id.load(std::memory_order_relaxed))
+    return pending;  // beyond the copy's end
+  if (recent != 0) return ageMs(recent, now) < kPendingMs ? pending : Found{};
+  remember(id, now, false);  // first seen here: the engine may not have listed it yet
+  return pending;
+}
+
+bool ClusterLine::ready(int64_t rank) const {
+  switch (modes_->mode()) {
+    case RoomMode::Pause:
+    case RoomMode::Reject: return false;
+    case RoomMode::Passthrough: return true;
+    case RoomMode::Open:
+      if (!modes_->lineMoves()) return false;
+      break;
+  }
+  if (state() == ClusterState::Up) return rank >= 0 && rank < horizon();
+  // The engine is away: open lets this host admit on its own, up to its
+  // share, whoever comes first; closed admits nobody from the line.
+  return failOpen() && static_cast<int64_t>(pages_->cap()) - pages_->occupancy() > 0;
+}
+
+TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, bool touch) {
+  TicketView v;
+  const Found f = find(cookie, now);
+  if (f.where == Where::Gone) return v;
+  const bool up = state() == ClusterState::Up;
+  if (f.where == Where::Ranked) {
+    v.raw_position = f.rank + 1;
+    v.state = ready(f.rank) ? TicketState::Ready : TicketState::Waiting;
+  } else {
+    v.raw_position = layout_->cluster->depth.load(std::memory_order_relaxed) + 1;
+    v.state = !up && ready(-1) ? TicketState::Ready : TicketState::Waiting;
+  }
+  v.position = v.state == TicketState::Waiting ? v.raw_position : 0;
+  if (touch) post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
+  return v;
+}
+
+TicketView ClusterLine::render(const TicketCookie& cookie, Millis now, Millis) {
+  return view(cookie, now, true);
+}
+
+TicketView ClusterLine::touch(const TicketCookie& cookie, Millis now, Millis) {
+  return view(cookie, now, true);
+}
+
+TicketView ClusterLine::poll(const TicketCookie& cookie, Millis now, Millis) {
+  TicketView v = view(cookie, now, true);
+  // No per-ticket record here to time the cookies by: every answer renews them.
+  v.refresh_cookie = v.state != TicketState::Unknown;
+  return v;
+}
+
+std::optional<uint64_t> ClusterLine::nonceOf(uint64_t ticket) const {
+  if (recentWord(ticket) & kDeparted) return std::nullopt;
+  std::optional<Found> found = lookup(ticket);
+  if (!found) return std::nullopt;
+  return found->nonce;
+}
+
+std::vector<LineEntry> ClusterLine::head(size_t limit, Millis) const {
+  std::vector<LineEntry> out;
+  const int64_t unix_now = unixMs();
+  for (const ClusterLineEntry& e : mirrored()) {
+    if (out.size() >= limit) break;
+    if (recentWord(e.id) & kDeparted) continue;
+    LineEntry entry;
+    entry.ticket = e.id;
+    entry.age = std::max<int64_t>(0, unix_now - e.issued_ms);
+    out.push_back(entry);
+  }
+  return out;
+}
+
+int64_t ClusterLine::queueDepth() const {
+  return liveQueueDepth();
+}
+
+int64_t ClusterLine::liveQueueDepth() const {
+  const ClusterArea& area = *layout_->cluster;
+  return area.depth.load(std::memory_order_seq_cst) + area.pending.load(std::memory_order_seq_cst);
+}
+
+// ---------------------------------------------------------------- changes
+uint64_t ClusterLine::takeNumber() {
+  std::atomic<uint64_t>& numbers = layout_->cluster->numbers;
+  uint64_t word = numbers.load(std::memory_order_seq_cst);
+  while ((word & 0xffffu) != 0) {
+    if (numbers.compare_exchange_weak(word, word + (uint64_t{1} << 16) - 1, std::memory_order_seq_cst))
+      return word >> 16;
+  }
+  return 0;
+}
+
+void ClusterLine::offerNumbers(uint64_t first, uint32_t count) {
+  count = std::min<uint32_t>(count, 0xffffu);
+  layout_->cluster->numbers.store(first << 16 | count, std::memory_order_seq_cst);
+}
+
+uint32_t ClusterLine::numbersLeft() const {
+  return static_cast<uint32_t>(layout_->cluster->numbers.load(std::memory_order_seq_cst) & 0xffffu);
+}
+
+Issued ClusterLine::issue(WorkerSlot, int64_t max_queue, Millis now, const ClientTicketing*) {
+  Issued out;
+  if (max_queue > 0 && liveQueueDepth() >= max_queue) {
+    out.outcome = IssueOutcome::Breaker;
+    return out;
+  }
+  ClusterArea& area = *layout_->cluster;
+  uint64_t id = takeNumber();
+  if (id == 0 && state() != ClusterState::Up) {
+    uint64_t next = area.local_next.load(std::memory_order_seq_cst);
+    for (;;) {
+      const uint64_t seed = next != 0 ? next : kLocalIds | (randomNonce() & ((kLocalIds - 1) >> 8)) << 8;
+      if (seed > kMaxId) break;
+      if (area.local_next.compare_exchange_weak(next, seed + 1, std::memory_order_seq_cst)) {
+        id = seed;
+        break;
+      }
+    }
+  }
+  if (id == 0) {
+    layout_->counter(Counter::RingFullTotal).fetch_add(1, std::memory_order_relaxed);
+    out.outcome = IssueOutcome::RingFull;
+    return out;
+  }
+  out.outcome = IssueOutcome::Queued;
+  out.cookie = TicketCookie{id, randomNonce()};
+  remember(id, now, false);
+  post({NoteKind::Enroll, id, out.cookie.nonce, unixMs()});
+  out.position = area.depth.load(std::memory_order_relaxed) + area.pending.fetch_add(1, std::memory_order_seq_cst) + 1;
+  out.ready = false;  // its turn comes once the engine lists it
+  layout_->counter(Counter::QueuedTotal).fetch_add(1, std::memory_order_relaxed);
+  return out;
+}
+
+bool ClusterLine::claim(const TicketCookie& cookie, Claimed* claimed) {
+  const Millis now = monotonicMs();
+  const Found f = find(cookie, now);
+  if (f.where == Where::Gone) return false;
+  const bool up = state() == ClusterState::Up;
+  if (f.where == Where::Ranked ? !ready(f.rank) : (up || !ready(-1))) return false;
+  const bool metered = modes_->mode() == RoomMode::Open && admit_rate_->limited();
+  if (metered && !admit_rate_->take(monotonicNs())) return false;
+  // One claim per ticket on this host: the departed mark goes in by CAS.
+  std::atomic<uint64_t>& slot = layout_->cluster->recent[homeOf(cookie.ticket, kClusterRecent)];
+  uint64_t word = slot.load(std::memory_order_seq_cst);
+  for (;;) {
+    if ((word >> 17) == cookie.ticket && (word & kDeparted)) {
+      if (metered) admit_rate_->giveBack();
+      return false;
+    }
+    if (slot.compare_exchange_weak(word, cookie.ticket << 17 | kDeparted | stampOf(now), std::memory_order_seq_cst))
+      break;
+  }
+  post({NoteKind::Leave, cookie.ticket, cookie.nonce, 0});
+  line_rate_->admitted();
+  const bool inversion =
+      f.where == Where::Ranked && up && modes_->mode() == RoomMode::Open && f.rank >= cap();
+  if (inversion) layout_->counter(Counter::FifoInversionsTotal).fetch_add(1, std::memory_order_relaxed);
+  if (claimed) {
+    claimed->from_line = true;
+    claimed->waited = f.issued_ms > 0 ? std::max<int64_t>(0, unixMs() - f.issued_ms) : 0;
+    claimed->inversion = inversion;
+  }
+  return true;
+}
+
+void ClusterLine::retire(uint64_t ticket, bool timeout) {
+  if (ticket == 0 || ticket > kMaxId) return;
+  remember(ticket, monotonicMs(), true);
+  post({NoteKind::Leave, ticket, 0, 0});
+  if (timeout) {
+    layout_->counter(Counter::TimeoutsTotal).fetch_add(1, std::memory_order_relaxed);
+    layout_->counter(Counter::TimeoutsQueueHoldTotal).fetch_add(1, std::memory_order_relaxed);
+  }
+  slots_->wake(Resource::PageSlot);
+}
+
+bool ClusterLine::remove(uint64_t ticket, Counter counted) {
+  if (!nonceOf(ticket)) return false;
+  remember(ticket, monotonicMs(), true);
+  post({NoteKind::Leave, ticket, 0, 0});
+  layout_->counter(counted).fetch_add(1, std::memory_order_relaxed);
+  slots_->wake(Resource::PageSlot);
+  return true;
+}
+
+// ---------------------------------------------------------------- notes
+void ClusterLine::post(const ClusterNoteValue& note) {
+  ClusterArea& area = *layout_->cluster;
+  uint64_t at = area.notes_reserved.load(std::memory_order_seq_cst);
+  for (;;) {
+    if (at - area.notes_read.load(std::memory_order_seq_cst) >= kClusterNotes) return;  // full: dropped
+    if (area.notes_reserved.compare_exchange_weak(at, at + 1, std::memory_order_seq_cst)) break;
+  }
+  ClusterNote& n = area.notes[at % kClusterNotes];
+  n.word.store(note.id << 8 | static_cast<uint64_t>(note.kind), std::memory_order_relaxed);
+  n.nonce.store(note.nonce, std::memory_order_relaxed);
+  n.issued_ms.store(note.issued_ms, std::memory_order_relaxed);
+  n.seq.store(at + 1, std::memory_order_seq_cst);
+}
+
+std::vector<ClusterNoteValue> ClusterLine::takeNotes(size_t max, Millis now) {
+  ClusterArea& area = *layout_->cluster;
+  std::vector<ClusterNoteValue> out;
+  uint64_t read = area.notes_read.load(std::memory_order_seq_cst);
+  const uint64_t reserved = area.notes_reserved.load(std::memory_order_seq_cst);
+  while (read < reserved && out.size() < max) {
+    ClusterNote& n = area.notes[read % kClusterNotes];
+    if (n.seq.load(std::memory_order_seq_cst) != read + 1) {
+      // Not written yet: its writer is between the two steps, or died there.
+      if (stuck_at_ != read) {
+        stuck_at_ = read;
+        stuck_since_ = now;
+        break;
+      }
+      if (now - stuck_since_ < kNoteWaitMs) break;
+      ++read;  // skipped
+      continue;
+    }
+    const uint64_t word = n.word.load(std::memory_order_relaxed);
+    out.push_back({static_cast<NoteKind>(word & 0xffu), word >> 8, n.nonce.load(std::memory_order_relaxed),
+                   n.issued_ms.load(std::memory_order_relaxed)});
+    ++read;
+  }
+  area.notes_read.store(read, std::memory_order_seq_cst);
+  return out;
+}
+
+void ClusterLine::wantSlot() {
+  layout_->cluster->wanted.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t ClusterLine::takeWanted() {
+  return layout_->cluster->wanted.exchange(0, std::memory_order_seq_cst);
+}
+
+void ClusterLine::setRemoteBans(const std::vector<std::pair<std::array<uint8_t, 16>, int64_t>>& bans) {
+  ClusterArea& area = *layout_->cluster;
+  area.bans_version.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(bans.size(), kClusterBans));
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t a = 0, b = 0;
+    std::memcpy(&a, bans[i].first.data(), 8);
+    std::memcpy(&b, bans[i].first.data() + 8, 8);
+    area.bans[i].a.store(a, std::memory_order_relaxed);
+    area.bans[i].b.store(b, std::memory_order_relaxed);
+    area.bans[i].until.store(bans[i].second, std::memory_order_relaxed);
+  }
+  area.bans_count.store(count, std::memory_order_relaxed);
+  area.bans_version.fetch_add(1, std::memory_order_seq_cst);
+}
+
+bool ClusterLine::bannedRemotely(const uint8_t key[16], int64_t unix_s) const {
+  const ClusterArea& area = *layout_->cluster;
+  if (!enabled()) return false;
+  uint64_t a = 0, b = 0;
+  std::memcpy(&a, key, 8);
+  std::memcpy(&b, key + 8, 8);
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const uint64_t before = area.bans_version.load(std::memory_order_seq_cst);
+    if (before & 1) continue;
+    bool banned = false;
+    const uint32_t count = std::min(area.bans_count.load(std::memory_order_relaxed), kClusterBans);
+    for (uint32_t i = 0; i < count && !banned; ++i)
+      banned = area.bans[i].a.load(std::memory_order_relaxed) == a &&
+               area.bans[i].b.load(std::memory_order_relaxed) == b &&
+               area.bans[i].until.load(std::memory_order_relaxed) > unix_s;
+    if (area.bans_version.load(std::memory_order_seq_cst) == before) return banned;
+  }
+  return false;
+}
+
+void ClusterLine::countRoundTrip() {
+  layout_->cluster->round_trips.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace concert::shm

@@ -1,0 +1,245 @@
+// The host's side of one line shared by several hosts (-cluster, traffic.md
+// §8): a cache of the engine's line, the host's share of the global cap, and
+// a mailbox of notes to the engine. The engine itself (Redis) and the one
+// process that talks to it, the cluster agent, are in src/cluster/; workers
+// never wait for the engine: they read this cache and drop notes here.
+//
+// Words (ClusterArea in layout.h) and who writes them:
+//   enabled, fail_open, lease      the master (create, reload)
+//   cap                            the global cap: the master (config),
+//                                  POST /_room/cap in any worker, the agent
+//                                  (the engine's value); the page semaphore's
+//                                  cap is this host's share of it (reserved)
+//   state, hosts, reserved,        the agent, once per round with the engine
+//   horizon, depth, refreshed_ms
+//   numbers                        the agent stores a block of ticket numbers
+//                                  (next << 16 | left); workers take one by CAS
+//   local_next                     workers: ids handed out while the engine is
+//                                  away and no block is left (kLocalIds | n)
+//   pending                        workers +1 per ticket issued; the agent
+//                                  sets 0 when it publishes the line
+//   wanted                         workers: a ticket whose turn came found no
+//                                  free slot here (the agent asks for more)
+//   mirrors, active, version       the agent (publish); read by everyone
+//   notes                          workers append, the agent consumes
+//   recent                         workers (a ticket issued here, or seen
+//                                  here before the engine listed it, or
+//                                  claimed here)
+//
+// The line in the cache. The agent copies the engine's line (ids, nonces,
+// issue times; head first, at most kClusterMirror) into the mirror not in
+// use and then makes it the one in use, with `version` raised before and
+// after. A reader takes `active`, reads that copy and re-reads `version`: if
+// it rose by 2 or more, the copy it read may have been rewritten meanwhile
+// and it reads again (a few times, then takes the ticket as pending). So a
+// writer never blocks a reader, and a SIGKILLed agent leaves the copy in use
+// whole (the master starts another agent).
+//
+// A ticket's place on this host, looked up by its cookie:
+//   ranked   in the copy with the cookie's nonce: position = rank + 1; its
+//            turn has come when rank < horizon (engine up), or when a slot is
+//            free here (engine away, -cluster-fail open; never with closed)
+//   pending  not in the copy yet (issued less than kPendingMs ago, here or on
+//            another host, or beyond the copy's end, or the engine is away):
+//            waits at the back of the line (position = depth + 1), not ready
+//   gone     anything else: admitted, reaped, removed, forged (Unknown)
+// `recent` remembers ids for kPendingMs: a ticket issued here, a ticket
+// presented here that the copy does not list (first seen), and a ticket
+// that left the line here (departed: claimed, retired or removed here,
+// before the engine's line says so).
+//
+// Readiness and the cap. The engine sums every host's free slots into the
+// horizon (slots free across all hosts: the global cap less what is in
+// flight everywhere); a ticket ranked below it may take a slot on whichever
+// host its holder reaches. Taking it needs a slot of this host's page
+// semaphore, whose cap is the host's reservation: the sum of all
+// reservations never exceeds the global cap (engine.h), so the origin never
+// sees more than the cap. A turn that finds no slot here is held, as any
+// turn that finds no slot, and raises `wanted`, which the agent turns into a
+// larger reservation. Tickets of the first `horizon` ranks may be admitted
+// in any order, hence at most hosts x -cluster-lease inversions.
+//
+// Notes to the engine (kClusterNotes entries): Enroll (a ticket issued
+// here), Touch (its holder was seen here: the engine's TTL and first-poll
+// grace restart from the last touch on any host), Leave (claimed, retired,
+// removed here). A writer takes a position by CAS only while fewer than
+// kClusterNotes are unread, writes the note, then its seq. The agent reads
+// notes in order; a note whose seq is not written within kNoteWaitMs (its
+// writer was killed in between) is skipped. A full mailbox drops the note:
+// an Enroll lost so is a ticket that never reaches the engine (its holder
+// arrives anew after kPendingMs), a Touch lost is one touch less, a Leave
+// lost leaves the ticket to the engine's TTL.
+//
+// Ticket numbers. The agent takes a block from the engine's counter (a few
+// numbers per host at a time, renewed at least every kBlockAgeMs), so two
+// visitors arriving at different hosts within that time may be numbered in
+// either order. While the engine is away and the block runs out, ids come
+// from kLocalIds up (this host alone; the engine numbers them at the back
+// when it returns).
+//
+// Bans. A ban that begins on a host goes to the engine (the agent finds it
+// in the client table, clients.h); every host's agent copies the room's bans
+// in force into `bans` (at most kClusterBans) under a seqlock (bans_version
+// odd while it writes; a reader that keeps finding it changing answers "not
+// banned", as the client table fails open), and a request's ban check looks
+// there too (bannedRemotely).
+//
+// A SIGKILLed worker leaves at most a note position taken and never
+// written (skipped), a ticket number taken and never used (a gap: ranks,
+// not numbers, are positions), a recent word half-decided (one word, CAS).
+// Nothing names a slot: reclaim has nothing to do.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "shm/handle.h"
+#include "shm/line.h"
+#include "shm/types.h"
+
+namespace concert::shm {
+
+class AdmitRate;
+class LineRate;
+class Modes;
+class PageSemaphore;
+class Sessions;
+
+enum class ClusterState : uint32_t {
+  Off = 0,      // no -cluster
+  Joining = 1,  // started, the engine not reached yet: as Down
+  Up = 2,       // the engine answered the last round in time
+  Down = 3,     // unreachable or too slow: -cluster-fail decides
+};
+
+enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3 };
+
+struct ClusterNoteValue {
+  NoteKind kind = NoteKind::Touch;
+  uint64_t id = 0;
+  uint64_t nonce = 0;
+  int64_t issued_ms = 0;  // Enroll: Unix ms
+};
+
+// One ticket of the engine's line as the agent read it.
+struct ClusterLineEntry {
+  uint64_t id = 0;
+  uint64_t nonce = 0;
+  int64_t issued_ms = 0;
+};
+
+// What the agent learnt in one round, for publish().
+struct ClusterRound {
+  int32_t hosts = 0;
+  int64_t reserved = 0;
+  int64_t horizon = 0;
+  int64_t depth = 0;
+  int64_t cap = 0;
+};
+
+class ClusterLine final : public Handle, public Line {
+ public:
+  static constexpr Millis kPendingMs = 3'000;
+  static constexpr Millis kNoteWaitMs = 1'000;
+  static constexpr Millis kBlockAgeMs = 500;
+  static constexpr uint64_t kLocalIds = uint64_t{1} << 46;  // ids below are the engine's numbers
+  static constexpr uint64_t kMaxId = (uint64_t{1} << 47) - 1;
+
+  ClusterLine(Layout& layout, WorkerSlots& slots, PageSemaphore& pages, const Sessions& sessions,
+              LineRate& line_rate, const Modes& modes, AdmitRate& admit_rate)
+      : Handle(layout, slots),
+        pages_(&pages),
+        sessions_(&sessions),
+        line_rate_(&line_rate),
+        modes_(&modes),
+        admit_rate_(&admit_rate) {}
+
+  bool enabled() const;
+  ClusterState state() const;
+  int32_t hosts() const;
+  int64_t reserved() const;
+  int64_t horizon() const;
+  uint64_t roundTrips() const;
+  bool failOpen() const;
+
+  // The global cap (the page semaphore's cap is this host's share).
+  int64_t cap() const;
+  void setCap(int64_t cap);  // master (config), POST /_room/cap; the agent sends it on
+
+  // -- Line (tickets.h has the contracts; the file comment says how they differ)
+  Issued issue(WorkerSlot slot, int64_t max_queue, Millis now, const ClientTicketing* client = nullptr) override;
+  TicketView render(const TicketCookie& cookie, Millis now, Millis ttl) override;
+  TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl) override;
+  TicketView poll(const TicketCookie& cookie, Millis now, Millis ttl) override;
+  bool claim(const TicketCookie& cookie, Claimed* claimed = nullptr) override;
+  void retire(uint64_t ticket, bool timeout) override;
+  bool remove(uint64_t ticket, Counter counted = Counter::EvictedRemovedTotal) override;
+  std::optional<uint64_t> nonceOf(uint64_t ticket) const override;
+  std::vector<LineEntry> head(size_t limit, Millis now) const override;
+  int64_t queueDepth() const override;
+  int64_t liveQueueDepth() const override;
+
+  // A ticket whose turn came found no free slot here (the agent asks the
+  // engine for more).
+  void wantSlot();
+
+  // A ban in force for `key` (clients.h keys) that began on another host.
+  bool bannedRemotely(const uint8_t key[16], int64_t unix_s) const;
+
+  // -- the master
+  void configure(bool enabled, bool fail_open, int64_t lease);
+
+  // -- the agent
+  void setState(ClusterState state);
+  // A new block of ticket numbers [first, first + count) replaces what is
+  // left of the old one.
+  void offerNumbers(uint64_t first, uint32_t count);
+  uint32_t numbersLeft() const;
+  // The round's figures, then (when `line` is set) the line itself, head
+  // first; pending goes back to 0. Wakes PageSlot waiters: positions moved.
+  void publish(const ClusterRound& round, const std::vector<ClusterLineEntry>* line, bool truncated, Millis now);
+  // The line as last published (re-enrolment after the engine lost it).
+  std::vector<ClusterLineEntry> mirrored() const;
+  // Up to `max` unread notes, in order (a note whose writer died unwritten
+  // for kNoteWaitMs is skipped).
+  std::vector<ClusterNoteValue> takeNotes(size_t max, Millis now);
+  // Demand seen since the last call (workers' turns that found no slot).
+  uint64_t takeWanted();
+  // The room's bans in force: client key, end (Unix s).
+  void setRemoteBans(const std::vector<std::pair<std::array<uint8_t, 16>, int64_t>>& bans);
+  void countRoundTrip();
+
+ private:
+  friend class Segment;
+  int64_t reclaim(WorkerSlot) override { return 0; }  // nothing names a slot (see the file comment)
+
+  enum class Where { Ranked, Pending, Gone };
+  struct Found {
+    Where where = Where::Gone;
+    int64_t rank = 0;
+    uint64_t nonce = 0;
+    int64_t issued_ms = 0;
+  };
+  // Where the ticket is (reads the copy in use; notes first sightings in recent).
+  Found find(const TicketCookie& cookie, Millis now);
+  std::optional<Found> lookup(uint64_t id) const;  // the copy in use only
+  TicketView view(const TicketCookie& cookie, Millis now, bool touch);
+  bool ready(int64_t rank) const;
+  void post(const ClusterNoteValue& note);
+  uint64_t takeNumber();
+  // recent: the word for `id`, or 0.
+  uint64_t recentWord(uint64_t id) const;
+  void remember(uint64_t id, Millis now, bool departed);
+
+  PageSemaphore* pages_;
+  const Sessions* sessions_;
+  uint64_t stuck_at_ = UINT64_MAX;  // takeNotes (the agent's process): a note not written yet
+  Millis stuck_since_ = 0;
+  LineRate* line_rate_;
+  const Modes* modes_;
+  AdmitRate* admit_rate_;
+};
+
+}  // namespace concert::shm

@@ -1,0 +1,861 @@
+"""One line across hosts (traffic.md §8), against the real binary, a real redis-server and fake origins.
+
+Several Concert hosts (separate masters, each on its own port, 2 workers each) share one room through
+one redis-server started for each test (tests/lib/redis_server.py). What each case checks:
+
+  test_1_300_clients_one_cap_one_line    §8.2, §8.3: 300 clients spread at random over three hosts, cap 10:
+                                         the origin never sees more than 10 at once, everyone gets in, no 5xx,
+                                         no ticket's position ever grows whichever host answers, and
+                                         fifo_inversions_total summed over the hosts is within hosts x lease
+  test_2_a_ticket_works_on_every_host    §8.3: a ticket from host A has the same position on A, B and C while
+                                         the line stands still, it never grows, and the visitor is admitted
+                                         in its turn on whichever host it asks (never the one that ticketed it)
+  test_3_stats_metrics_and_config        §8.1, §8.7: cluster_* in /_room/stats, concert_cluster_* in
+                                         /_room/metrics, keys under -cluster-room, -t wants CONCERT_ADMIT_SECRET
+  test_4_a_session_from_a_is_a_session_on_b  §8.4: a pass from A on a full room at B is held as a session
+                                         (never the waiting page) and proxied when a slot frees
+  test_5_a_ban_on_a_holds_on_b_and_c     §8.4: a client banned on A gets 403 on B and C; others do not
+  test_6_kill_9_host_frees_its_reservations  §8.6: a SIGKILLed host's reservations expire after
+                                         -cluster-lease-ttl and the two others fill the whole cap
+  test_7_engine_paused_fail_open         §8.5: redis SIGSTOPped with -cluster-fail open: every host keeps
+                                         admitting on its own, each within cap / hosts, no 5xx; the hosts
+                                         re-join when it resumes (same processes)
+  test_8_engine_paused_fail_closed       §8.5: the same with closed: requests already at the origin finish,
+                                         no new admission, new visitors get the waiting page, no 5xx; re-join
+  test_9_engine_restarted_empty_keeps_the_order  §8.5: redis SIGKILLed and restarted empty: the hosts
+                                         re-join and the waiting visitors keep their relative order on every
+                                         host; the cap holds over the restart
+
+The origin is three FakeOrigin servers, one per host, sharing one in-flight counter (TaggedOrigins):
+the shared counter is the origin's view of all hosts together, each server's own counter is one host's
+share. A request counts until its work is finished, even when its client or its host went away.
+Every cross-host expectation is waited for with wait_for (the hosts sync with the engine about every
+100 ms); the timeouts are generous bounds on something that must happen, never speed requirements.
+Traffic goes to 127.0.0.1 only; the only processes signalled are the ones started here, by pid.
+"""
+import http.client
+import json
+import os
+import random
+import subprocess
+import threading
+import time
+import unittest
+from collections import Counter
+
+from concert_harness import BIN, Concert, TEST_SECRET, headers_all, wait_for
+from fake_origin import FakeOrigin, Recorder
+from redis_server import RedisServer, redis_available
+
+JSON = {"Accept": "application/json"}
+BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+FORGED_PASS = "A" * 54  # the right length and alphabet, a MAC that is not ours
+POLL_EVERY = 1.05  # /queue/status answers one poll a second per ticket
+LEASE = 4  # -cluster-lease default
+TTL = "2s"  # -cluster-lease-ttl in these tests (the default is 10s)
+NAMES = "ABC"
+
+
+def log(msg):
+    print("    [cluster] " + msg, flush=True)
+
+
+# -- the origin: one server per host, one shared in-flight count ---------------------------------------
+
+class SharedCount:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.now = 0
+        self.max = 0
+
+
+class HostRecorder(Recorder):
+    """A fake origin's recorder whose page count also moves a count shared by every host's origin
+    (under one lock shared by all of them)."""
+
+    def __init__(self, shared):
+        self.shared = shared
+        self._page = 0
+        super().__init__()
+        self.lock = shared.lock
+
+    @property
+    def page_in_flight(self):
+        return self._page
+
+    @page_in_flight.setter
+    def page_in_flight(self, value):
+        shared = self.__dict__.get("shared")
+        if shared is not None:
+            shared.now += value - self._page
+            shared.max = max(shared.max, shared.now)
+        self._page = value
+
+
+class TaggedOrigins:
+    def __init__(self, n=3):
+        self.shared = SharedCount()
+        self.servers = []
+        for _ in range(n):
+            o = FakeOrigin(nodelay=True)
+            rec = HostRecorder(self.shared)
+            o.recorder = rec
+            o.server.recorder = rec
+            self.servers.append(o)
+
+    def __getitem__(self, i):
+        return self.servers[i]
+
+    @property
+    def now(self):
+        with self.shared.lock:
+            return self.shared.now
+
+    @property
+    def max(self):
+        with self.shared.lock:
+            return self.shared.max
+
+    def host_now(self, i):
+        with self.shared.lock:
+            return self.servers[i].recorder.page_in_flight
+
+    def host_max(self, i):
+        with self.shared.lock:
+            return self.servers[i].recorder.max_page_in_flight
+
+    def reset_max(self):
+        with self.shared.lock:
+            self.shared.max = self.shared.now
+            for o in self.servers:
+                o.recorder.max_page_in_flight = o.recorder.page_in_flight
+
+    def hits(self, path=None):
+        return sum(o.recorder.hits(path) for o in self.servers)
+
+    def requests(self, path=None):
+        out = []
+        for i, o in enumerate(self.servers):
+            with o.recorder.lock:
+                out += [dict(r, origin=NAMES[i]) for r in o.recorder.requests if path is None or r["path"] == path]
+        return sorted(out, key=lambda r: r["time"])
+
+    def release(self, name=None):
+        for o in self.servers:
+            o.release(name)
+
+    def release_everything(self):
+        for o in self.servers:
+            o.recorder.gate.set()
+            with o.recorder.lock:
+                gates = list(o.recorder.gates.values())
+            for g in gates:
+                g.set()
+
+    def stop(self):
+        for o in self.servers:
+            o.stop()
+
+
+# -- clients -------------------------------------------------------------------------------------------
+
+def jar_update(jar, headers):
+    for line in headers_all(headers, "Set-Cookie"):
+        name, _, rest = line.partition("=")
+        value = rest.split(";")[0]
+        if "Max-Age=0" in line or value == "":
+            jar.pop(name, None)
+        else:
+            jar[name] = value
+
+
+def request_from(port, source, path, headers=None, timeout=10):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+    try:
+        c.request("GET", path, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.getheaders(), r.read()
+    finally:
+        c.close()
+
+
+def is_ok(status, body):
+    """The fake origin answers every page path used here with "ok": the request was admitted."""
+    return status == 200 and body == b"ok"
+
+
+class Visitor:
+    """A client with a cookie jar (curl -b jar -c jar) that may talk to any host."""
+
+    def __init__(self, name, accept=JSON):
+        self.name = name
+        self.accept = accept
+        self.jar = {}
+        self.last_poll = 0.0
+        self.positions = []  # (ticket, position, host) of every accepted poll that was not ready
+        self.statuses = Counter()  # (kind, status) of every answer
+        self.bad = []  # (host, path, status, body) of every 5xx
+        self.errors = []
+        self.admitted_on = None
+        self.ready_on = []
+
+    @property
+    def ticket(self):
+        return self.jar.get("room_ticket")
+
+    def request(self, host, path, headers=None, timeout=10):
+        h = dict(self.accept)
+        if self.jar:
+            h["Cookie"] = "; ".join("%s=%s" % kv for kv in self.jar.items())
+        h.update(headers or {})
+        status, hdrs, body = host.request("GET", path, headers=h, timeout=timeout)
+        jar_update(self.jar, hdrs)
+        self.statuses[("status" if path.startswith("/queue/") else "page", status)] += 1
+        if status >= 500:
+            self.bad.append((host.name, path, status, body[:200]))
+        return status, hdrs, body
+
+    def poll(self, host):
+        """One /queue/status poll, no faster than the rate limit allows. The JSON of an accepted
+        (200) answer, or None for a rate-limited one (which carries no new position)."""
+        wait = self.last_poll + POLL_EVERY - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        self.last_poll = time.time()
+        status, _, body = self.request(host, "/queue/status")
+        if status != 200:
+            return None
+        doc = json.loads(body)
+        if doc.get("ready"):
+            self.ready_on.append(host.name)
+        elif doc.get("position") is not None:
+            self.positions.append((self.ticket, doc["position"], host.name))
+        return doc
+
+    def increases(self):
+        """Polls where a ticket's position grew over its previous accepted poll (any host)."""
+        out, last = [], {}
+        for ticket, pos, host in self.positions:
+            if ticket in last and pos > last[ticket][0]:
+                out.append((ticket, last[ticket], (pos, host)))
+            last[ticket] = (pos, host)
+        return out
+
+    def wait_in_line(self, path, pick, deadline, page_pick=None):
+        """Ask for `path` until the origin answers it. While waiting, poll /queue/status on pick()
+        until ready, then ask for the page again on page_pick() (pick() by default). True once
+        admitted, False when the deadline passed first."""
+        page_pick = page_pick or pick
+        while time.time() < deadline:
+            host = page_pick()
+            try:
+                status, _, body = self.request(host, path, timeout=max(1, min(20, deadline - time.time())))
+            except (OSError, http.client.HTTPException) as e:
+                self.errors.append(repr(e))
+                time.sleep(0.2)
+                continue
+            if is_ok(status, body):
+                self.admitted_on = host.name
+                return True
+            if status not in (200, 429) or "room_ticket" not in self.jar:
+                time.sleep(0.5)
+                continue
+            while time.time() < deadline:
+                try:
+                    doc = self.poll(pick())
+                except (OSError, http.client.HTTPException, ValueError) as e:
+                    self.errors.append(repr(e))
+                    time.sleep(0.2)
+                    continue
+                if doc is None:
+                    continue
+                if doc.get("ready") or doc.get("position") is None:
+                    break  # its turn, or no place any more: ask for the page again
+        return False
+
+
+def rotation(hosts, start=0):
+    """A picker that cycles through hosts."""
+    state = {"i": start}
+    lock = threading.Lock()
+
+    def pick():
+        with lock:
+            h = hosts[state["i"] % len(hosts)]
+            state["i"] += 1
+        return h
+    return pick
+
+
+def stats_or_empty(c):
+    try:
+        return c.stats()
+    except (OSError, ValueError, http.client.HTTPException):
+        return {}
+
+
+def cluster_view(hosts):
+    return {c.name: {k: v for k, v in stats_or_empty(c).items() if k.startswith("cluster_")} for c in hosts}
+
+
+def background(fn, *args):
+    t = threading.Thread(target=fn, args=args, daemon=True)
+    t.start()
+    return t
+
+
+class ClusterTest(unittest.TestCase):
+    preflight = None
+
+    @classmethod
+    def check_preflight(cls):
+        """Why these tests cannot run here ("" when they can): every test then fails saying so."""
+        if cls.preflight is None:
+            ok, why = redis_available()
+            if ok:
+                try:
+                    out = subprocess.run([BIN, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         timeout=10).stdout
+                    if b"-cluster-lease" not in out:
+                        why = "%s has no -cluster mode (its --help does not list -cluster-lease)" % BIN
+                except (OSError, subprocess.SubprocessError) as e:
+                    why = "cannot run %s: %s" % (BIN, e)
+            cls.preflight = why
+        return cls.preflight
+
+    def setUp(self):
+        why = self.check_preflight()
+        if why:
+            self.fail(why)
+        self.origins = TaggedOrigins(3)
+        self.addCleanup(self.origins.stop)
+        self.redis = RedisServer()
+        self.addCleanup(self.redis.close)
+        self.hosts = []
+
+    # -- hosts
+    def start_hosts(self, cap, *extra, n=3, ttl=TTL, workers=2):
+        for i in range(n):
+            args = ["-upstream", self.origins[i].url, "-cap", str(cap), "-max-queue", "2000",
+                    "-cluster", self.redis.url, "-cluster-lease-ttl", ttl] + list(extra)
+            c = Concert(args, workers=workers)
+            c.name = NAMES[i]
+            self.addCleanup(self.stop_host, c)
+            c.start()
+            self.hosts.append(c)
+        self.wait_joined(n)
+        return self.hosts
+
+    def stop_host(self, c):
+        self.origins.release_everything()
+        self.redis.resume()
+        try:
+            c.stop(timeout=5)
+        finally:
+            if getattr(c, "stderr", None):
+                c.stderr.close()
+
+    def wait_joined(self, n, hosts=None, timeout=15):
+        hosts = hosts or self.hosts
+
+        def joined():
+            for c in hosts:
+                s = stats_or_empty(c)
+                if s.get("cluster_engine_up") != 1 or s.get("cluster_hosts") != n:
+                    return False
+            return True
+        self.assertTrue(wait_for(joined, timeout=timeout, interval=0.1),
+                        "the hosts did not all see the engine up and %d hosts: %s" % (n, cluster_view(hosts)))
+
+    def wait_engine(self, up, hosts=None, timeout=15):
+        hosts = hosts or self.hosts
+        self.assertTrue(wait_for(lambda: all(stats_or_empty(c).get("cluster_engine_up") == up for c in hosts),
+                                 timeout=timeout, interval=0.1),
+                        "cluster_engine_up did not become %d on every host: %s" % (up, cluster_view(hosts)))
+
+    def hold(self, host, gate, n, path="/slow"):
+        """n page requests on `host` that the origin holds until release(gate). Returns their results."""
+        results = []
+        lock = threading.Lock()
+
+        def one(i):
+            try:
+                status, _, body = host.get("%s?gate=%s&i=%d&timeout=90" % (path, gate, i), JSON, timeout=100)
+            except (OSError, http.client.HTTPException) as e:
+                status, body = None, repr(e).encode()
+            with lock:
+                results.append((status, body))
+        threads = [background(one, i) for i in range(n)]
+        return threads, results
+
+    def inversions(self, hosts=None):
+        return sum(stats_or_empty(c).get("fifo_inversions_total", 0) for c in (hosts or self.hosts))
+
+    def ticketed(self, v, host, path="/line"):
+        status, hdrs, body = v.request(host, path)
+        self.assertEqual(status, 429, "%s on %s: expected the JSON waiting answer, got %d %r"
+                         % (v.name, host.name, status, body[:200]))
+        self.assertIn("room_ticket", v.jar, "%s got no ticket on %s" % (v.name, host.name))
+
+    def poll_round(self, visitors, host):
+        """Every visitor polls `host` once: {name: ("ready",) | position | None}."""
+        out = {}
+        for v in visitors:
+            doc = v.poll(host)
+            if doc is None:
+                out[v.name] = None
+            elif doc.get("ready"):
+                out[v.name] = "ready"
+            else:
+                out[v.name] = doc.get("position")
+        return out
+
+    def assert_no_5xx(self, visitors):
+        bad = [(v.name,) + b for v in visitors for b in v.bad]
+        self.assertEqual(bad, [], "5xx answers: %s" % bad[:10])
+
+    def assert_never_increase(self, visitors):
+        grown = [(v.name,) + g for v in visitors for g in v.increases()]
+        self.assertEqual(grown, [], "positions that grew (ticket, (before, host), (after, host)): %s" % grown[:10])
+
+    # -- §8.2, §8.3
+    def test_1_300_clients_one_cap_one_line(self):
+        cap, n = 10, 300
+        hosts = self.start_hosts(cap)
+        visitors = [Visitor("v%d" % i) for i in range(n)]
+        deadline = time.time() + 110
+        done = []
+        lock = threading.Lock()
+
+        def client(i):
+            rnd = random.Random(i)
+            v = visitors[i]
+
+            def pick():
+                return rnd.choice(hosts)
+            if v.wait_in_line("/sleep?ms=300&v=%d" % i, pick, deadline):
+                with lock:
+                    done.append(i)
+
+        stop = threading.Event()
+        occupancy = {c.name: 0 for c in hosts}
+
+        def watch():
+            while not stop.is_set():
+                for c in hosts:
+                    s = stats_or_empty(c)
+                    occupancy[c.name] = max(occupancy[c.name], s.get("occupancy", 0))
+                time.sleep(0.1)
+
+        watcher = background(watch)
+        threads = []
+        for i in range(n):
+            threads.append(background(client, i))
+            if i % 30 == 29:
+                time.sleep(0.1)
+        for t in threads:
+            t.join(max(1, deadline + 15 - time.time()))
+        stop.set()
+        watcher.join(5)
+        inv = self.inversions()
+        statuses = sum((v.statuses for v in visitors), Counter())
+        log("300 clients: admitted %d, origin max %d (per host %s), host occupancy max %s, "
+            "inversions %d, answers %s" % (len(done), self.origins.max,
+                                           [self.origins.host_max(i) for i in range(3)], occupancy, inv,
+                                           dict(sorted(statuses.items(), key=str))))
+        self.assertLessEqual(self.origins.max, cap, "the origin saw more than cap at once")
+        self.assertGreaterEqual(self.origins.max, 1)
+        self.assertEqual(len(done), n, "not everyone got in: %s" % sorted(set(range(n)) - set(done))[:20])
+        self.assertEqual(self.origins.hits("/sleep"), n)
+        self.assert_no_5xx(visitors)
+        odd = {k: v for k, v in statuses.items() if k[1] not in (200, 429)}
+        self.assertEqual(odd, {}, "answers other than 200/429")
+        self.assert_never_increase(visitors)
+        self.assertLessEqual(inv, len(hosts) * LEASE, "fifo_inversions_total summed over the hosts")
+        for c in hosts:
+            self.assertLessEqual(occupancy[c.name], cap)
+
+    def test_2_a_ticket_works_on_every_host(self):
+        cap = 2
+        a, b, c = hosts = self.start_hosts(cap)
+        threads, results = self.hold(a, "hold", cap)
+        self.assertTrue(wait_for(lambda: self.origins.now == cap, timeout=10), "the holders did not fill the cap")
+        line = [Visitor("V%d" % (k + 1)) for k in range(5)]
+        for v in line:
+            self.ticketed(v, a)
+        # While the line stands still every host gives every ticket the same place.
+        want = {v.name: k + 1 for k, v in enumerate(line)}
+        seen = {}
+        order = [b, c, a]
+        deadline = time.time() + 15
+        r = 0
+        while time.time() < deadline:
+            host = order[r % 3]
+            seen[host.name] = self.poll_round(line, host)
+            r += 1
+            if len(seen) == 3 and all(s == want for s in seen.values()):
+                break
+        self.assertEqual(seen, {h.name: want for h in hosts}, "positions of A's tickets on each host")
+        # The line moves: each visitor polls the hosts in turn and asks for its page on B or C,
+        # never on A where it got its ticket.
+        self.origins.release("hold")
+        for t in threads:
+            t.join(15)
+        self.assertEqual(sorted(results), [(200, b"ok")] * cap)
+        deadline = time.time() + 45
+        ok = {}
+
+        def go(k, v):
+            ok[v.name] = v.wait_in_line("/sleep?ms=200&v=%s" % v.name, rotation(hosts, k),
+                                        deadline, page_pick=rotation([b, c], k))
+        workers = [background(go, k, v) for k, v in enumerate(line)]
+        for t in workers:
+            t.join(max(1, deadline + 5 - time.time()))
+        self.assertEqual(ok, {v.name: True for v in line}, "visitors admitted")
+        self.assertEqual({v.admitted_on for v in line} - {"B", "C"}, set())
+        self.assert_no_5xx(line)
+        self.assert_never_increase(line)
+        self.assertLessEqual(self.origins.max, cap)
+        admitted = [r["target"].split("v=")[1] for r in self.origins.requests("/sleep")]
+        log("admission order %s, ready seen on %s, admitted on %s" %
+            (admitted, {v.name: v.ready_on for v in line}, {v.name: v.admitted_on for v in line}))
+        swaps = sum(1 for i in range(len(admitted)) for j in range(i + 1, len(admitted))
+                    if int(admitted[i][1:]) > int(admitted[j][1:]))
+        self.assertLessEqual(swaps, len(hosts) * LEASE)
+        self.assertLessEqual(self.inversions(), len(hosts) * LEASE)
+
+    # -- §8.1, §8.7
+    def test_3_stats_metrics_and_config(self):
+        room = "croom%d" % os.getpid()
+        hosts = self.start_hosts(10, "-cluster-room", room)
+        # Some traffic so that every host talks to the engine.
+        for c in hosts:
+            self.assertTrue(is_ok(*c.get("/sleep?ms=1", JSON)[::2]))
+        for c in hosts:
+            s = c.stats()
+            self.assertEqual(s["cluster_engine_up"], 1)
+            self.assertEqual(s["cluster_hosts"], 3)
+            self.assertIn("cluster_slots_reserved", s)
+            self.assertGreaterEqual(s["cluster_slots_reserved"], 0)
+            self.assertLessEqual(s["cluster_slots_reserved"], 10)
+            self.assertIn("fifo_inversions_total", s)
+
+            def engine_seconds():
+                samples = c.metrics()[1]
+                return sum(v for (name, _), v in samples.items() if name == "concert_cluster_engine_seconds_count")
+            self.assertTrue(wait_for(lambda: engine_seconds() > 0, timeout=5), "no engine round trip counted")
+            text, samples = c.metrics()
+            names = {name for name, _ in samples}
+            for name in ["concert_cluster_engine_up", "concert_cluster_hosts", "concert_cluster_slots_reserved",
+                         "concert_cluster_engine_seconds_bucket", "concert_cluster_engine_seconds_sum",
+                         "concert_cluster_engine_seconds_count", "concert_fifo_inversions_total"]:
+                self.assertIn(name, names, "%s missing from /_room/metrics on %s" % (name, c.name))
+            self.assertEqual(samples[("concert_cluster_engine_up", ())], 1)
+            self.assertEqual(samples[("concert_cluster_hosts", ())], 3)
+            self.assertIn("# TYPE concert_cluster_engine_seconds histogram", text)
+        keys = self.redis.keys()
+        self.assertTrue(keys, "nothing in the engine")
+        strays = [k for k in keys if not (k.startswith(room) or k.startswith("{" + room + "}"))]
+        self.assertEqual(strays, [], "keys outside -cluster-room %s" % room)
+        # -cluster without CONCERT_ADMIT_SECRET is a configuration error that -t names.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONCERT_")}
+        args = [BIN, "-t", "-upstream", self.origins[0].url, "-cluster", self.redis.url]
+        p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
+        self.assertNotEqual(p.returncode, 0, "-t accepted -cluster without CONCERT_ADMIT_SECRET")
+        self.assertIn(b"CONCERT_ADMIT_SECRET", p.stdout + p.stderr)
+        env["CONCERT_ADMIT_SECRET"] = TEST_SECRET
+        p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    # -- §8.4
+    def test_4_a_session_from_a_is_a_session_on_b(self):
+        cap = 2
+        a, b, c = self.start_hosts(cap)
+        shopper = Visitor("shopper")
+        status, _, body = shopper.request(a, "/home")
+        self.assertTrue(is_ok(status, body), (status, body[:200]))
+        self.assertIn("concert_admit", shopper.jar)
+        # With free slots B sends it straight on, without a ticket.
+        status, _, body = shopper.request(b, "/next")
+        self.assertTrue(is_ok(status, body), (status, body[:200]))
+        self.assertNotIn("room_ticket", shopper.jar)
+        # The room fills up on C; a newcomer on B waits in line.
+        threads, results = self.hold(c, "hold", cap)
+        self.assertTrue(wait_for(lambda: self.origins.now == cap, timeout=10), "the holders did not fill the cap")
+        newcomer = Visitor("newcomer")
+        self.ticketed(newcomer, b)
+        # The shopper's next page on B is not the waiting page: it is held, and goes in when a slot frees.
+        answer = {}
+
+        def click():
+            try:
+                answer["r"] = shopper.request(b, "/checkout", timeout=40)
+            except (OSError, http.client.HTTPException) as e:
+                answer["r"] = (None, [], repr(e).encode())
+        t = background(click)
+        time.sleep(1)  # let the request reach B and be held there (the hold is what is checked below)
+        self.origins.release("hold")
+        t.join(30)
+        self.assertFalse(t.is_alive(), "the session request was never answered")
+        status, hdrs, body = answer["r"]
+        self.assertTrue(is_ok(status, body), "the session on B got %s %r" % (status, body[:200]))
+        self.assertNotIn("room_ticket", shopper.jar)
+        self.assertEqual(self.origins.hits("/checkout"), 1)
+        self.assertLessEqual(self.origins.max, cap)
+        # And on C as well.
+        status, _, body = shopper.request(c, "/thanks")
+        self.assertTrue(is_ok(status, body), (status, body[:200]))
+        self.assertNotIn("room_ticket", shopper.jar)
+        self.assert_no_5xx([shopper, newcomer])
+        for th in threads:
+            th.join(10)
+
+    def test_5_a_ban_on_a_holds_on_b_and_c(self):
+        a, b, c = self.start_hosts(10, "-abuse-threshold", "10", "-abuse-ban", "60s")
+        forged = {"Cookie": "concert_admit=" + FORGED_PASS, "Accept": "text/html"}
+        for _ in range(2):  # two forged passes, 5 strikes each
+            status, _, _ = request_from(a.port, "127.0.0.2", "/page", forged)
+        self.assertEqual(status, 403)
+        self.assertEqual(a.stats()["banned_clients"], 1)
+        for host in (b, c):
+            self.assertTrue(wait_for(lambda: request_from(host.port, "127.0.0.2", "/page")[0] == 403,
+                                     timeout=5, interval=0.1),
+                            "127.0.0.2, banned on A, is not refused on %s" % host.name)
+            for path in ["/page", "/queue/status", "/other"]:
+                self.assertEqual(request_from(host.port, "127.0.0.2", path)[0], 403, (host.name, path))
+            self.assertEqual(request_from(host.port, "127.0.0.2", "/_room/healthz")[0], 200)
+            # Another client is untouched.
+            status, _, body = request_from(host.port, "127.0.0.3", "/page")
+            self.assertTrue(is_ok(status, body), (host.name, status, body[:200]))
+
+    # -- §8.6
+    def test_6_kill_9_host_frees_its_reservations(self):
+        cap = 10
+        a, b, c = hosts = self.start_hosts(cap)
+        threads, _ = self.hold(c, "c", LEASE)
+        self.assertTrue(wait_for(lambda: self.origins.host_now(2) == LEASE, timeout=10), "C did not fill its lease")
+        self.assertTrue(wait_for(lambda: stats_or_empty(c).get("cluster_slots_reserved", 0) >= LEASE, timeout=5),
+                        "C does not report its reservation: %s" % cluster_view([c]))
+        c.kill_all()
+        self.assertIsNotNone(c.proc.poll())
+        # The origin finishes what C had sent it (nobody reads the answers).
+        self.origins.release("c")
+        self.assertTrue(wait_for(lambda: self.origins.now == 0, timeout=10))
+        self.origins.reset_max()
+        # A and B have more visitors than the cap: once C's reservations expire they use all of it.
+        survivors = [a, b]
+        visitors = [Visitor("w%d" % i) for i in range(cap + 4)]
+        deadline = time.time() + 60
+        ok = {}
+
+        def go(i, v):
+            host = survivors[i % 2]
+            ok[v.name] = v.wait_in_line("/slow?gate=ab&v=%d" % i, lambda: host, deadline)
+        workers = [background(go, i, v) for i, v in enumerate(visitors)]
+        full = wait_for(lambda: self.origins.now == cap, timeout=20, interval=0.1)
+        view = cluster_view(survivors)
+        log("after kill -9 of C: origin in flight %d (A %d, B %d), %s" %
+            (self.origins.now, self.origins.host_now(0), self.origins.host_now(1), view))
+        self.assertTrue(full, "A and B did not reach the whole cap after C died: %d in flight, %s"
+                        % (self.origins.now, view))
+        self.wait_joined(2, survivors)
+        self.origins.release("ab")
+        for t in workers:
+            t.join(max(1, deadline + 5 - time.time()))
+        self.assertEqual(ok, {v.name: True for v in visitors})
+        self.assertLessEqual(self.origins.max, cap)
+        self.assert_no_5xx(visitors)
+        for t in threads:
+            t.join(5)
+
+    # -- §8.5
+    def load(self, hosts, per_host, end, path="/sleep?ms=200"):
+        """per_host clients on each host until `end`; each waits in line like the waiting page, and
+        comes back as a new visitor after every admission."""
+        visitors = []
+        admitted = Counter()
+        lock = threading.Lock()
+
+        def client(host, k):
+            serial = 0
+            while time.time() < end:
+                v = Visitor("%s%d.%d" % (host.name, k, serial))
+                serial += 1
+                with lock:
+                    visitors.append(v)
+                if v.wait_in_line("%s&h=%s" % (path, host.name), lambda: host, end):
+                    with lock:
+                        admitted[host.name] += 1
+        threads = [background(client, host, k) for host in hosts for k in range(per_host)]
+        return threads, visitors, admitted
+
+    def test_7_engine_paused_fail_open(self):
+        cap = 9
+        hosts = self.start_hosts(cap, "-cluster-fail", "open")
+        pids = [c.proc.pid for c in hosts]
+        self.redis.pause()
+        self.wait_engine(0)
+        self.origins.reset_max()
+        hits_before = [self.origins[i].recorder.hits("/sleep") for i in range(3)]
+        occupancy = {c.name: 0 for c in hosts}
+        end = time.time() + 4
+        threads, visitors, admitted = self.load(hosts, 6, end)
+        while time.time() < end:
+            for c in hosts:
+                occupancy[c.name] = max(occupancy[c.name], stats_or_empty(c).get("occupancy", 0))
+            time.sleep(0.1)
+        for t in threads:
+            t.join(15)
+        per_host = [self.origins.host_max(i) for i in range(3)]
+        during = [self.origins[i].recorder.hits("/sleep") - hits_before[i] for i in range(3)]
+        log("engine paused, open: admitted %s, origin max %d per host %s, host occupancy max %s" %
+            (dict(admitted), self.origins.max, per_host, occupancy))
+        self.redis.resume()
+        self.assert_no_5xx(visitors)
+        for i, c in enumerate(hosts):
+            self.assertGreater(during[i], 0, "%s admitted nobody while the engine was away" % c.name)
+            self.assertLessEqual(per_host[i], cap // 3, "%s let more than cap / hosts reach the origin" % c.name)
+            self.assertLessEqual(occupancy[c.name], cap // 3, c.name)
+        self.assertLessEqual(self.origins.max, cap)
+        # The engine is back: the same processes re-join and admit through it again.
+        self.wait_joined(3)
+        self.assertEqual([c.proc.pid for c in hosts], pids)
+        self.assertTrue(all(c.proc.poll() is None for c in hosts))
+        for c in hosts:
+            self.assertTrue(wait_for(lambda: is_ok(*c.get("/sleep?ms=1&after=1", JSON)[::2]), timeout=10,
+                                     interval=0.2), "%s does not admit after the engine came back" % c.name)
+
+    def test_8_engine_paused_fail_closed(self):
+        cap = 9
+        a, b, c = hosts = self.start_hosts(cap, "-cluster-fail", "closed")
+        threads, results = self.hold(a, "inflight", 2)
+        self.assertTrue(wait_for(lambda: self.origins.now == 2, timeout=10))
+        self.redis.pause()
+        self.wait_engine(0)
+        waiting = []
+
+        def newcomers(round_):
+            for host in hosts:
+                for k in range(3):
+                    v = Visitor("%s-json-%d-%d" % (host.name, round_, k))
+                    status, _, body = v.request(host, "/new?h=%s" % host.name)
+                    self.assertEqual(status, 429, "%s: new JSON visitor got %d %r (engine away, closed)"
+                                     % (host.name, status, body[:200]))
+                    waiting.append((v, host))
+                v = Visitor("%s-html-%d" % (host.name, round_), accept=BROWSER)
+                status, hdrs, body = v.request(host, "/new?h=%s" % host.name)
+                self.assertIn(status, (200, 429), "%s: new browser got %d" % (host.name, status))
+                self.assertIn(b"/queue/", body, "%s: not the waiting page: %r" % (host.name, body[:200]))
+                waiting.append((v, host))
+                # Polling its place is answered too.
+                if v.ticket:
+                    status, _, _ = v.request(host, "/queue/status")
+                    self.assertIn(status, (200, 429))
+        newcomers(1)
+        self.assertEqual(self.origins.hits("/new"), 0, "a new visitor was admitted with the engine away")
+        # What was already at the origin finishes; the freed slots stay unused.
+        self.origins.release("inflight")
+        for t in threads:
+            t.join(15)
+        self.assertEqual(sorted(results), [(200, b"ok")] * 2)
+        newcomers(2)
+        self.assertEqual(self.origins.hits("/new"), 0, "a new visitor was admitted with the engine away")
+        self.assert_no_5xx([v for v, _ in waiting])
+        self.redis.resume()
+        self.wait_joined(3)
+        # Those who waited get in now, on whichever host they ask.
+        deadline = time.time() + 40
+        ok = {}
+
+        def go(k, v):
+            ok[v.name] = v.wait_in_line("/new?after=1", rotation(hosts, k), deadline)
+        workers = [background(go, k, v) for k, (v, _) in enumerate(waiting)]
+        for t in workers:
+            t.join(max(1, deadline + 5 - time.time()))
+        self.assertEqual(ok, {v.name: True for v, _ in waiting})
+        self.assert_no_5xx([v for v, _ in waiting])
+        self.assertLessEqual(self.origins.max, cap)
+
+    def test_9_engine_restarted_empty_keeps_the_order(self):
+        cap = 2
+        a, b, c = hosts = self.start_hosts(cap)
+        threads, results = self.hold(a, "hold", cap)
+        self.assertTrue(wait_for(lambda: self.origins.now == cap, timeout=10), "the holders did not fill the cap")
+        line = [Visitor("V%d" % (k + 1)) for k in range(6)]
+        for k, v in enumerate(line):
+            self.ticketed(v, hosts[k % 3])
+        want = {v.name: k + 1 for k, v in enumerate(line)}
+        seen = {}
+        deadline = time.time() + 15
+        r = 0
+        while time.time() < deadline:
+            host = hosts[r % 3]
+            seen[host.name] = self.poll_round(line, host)
+            r += 1
+            if len(seen) == 3 and all(s == want for s in seen.values()):
+                break
+        self.assertEqual(seen, {h.name: want for h in hosts}, "positions before the engine restart")
+        keys_before = self.redis.dbsize()
+        self.redis.restart_empty()
+        log("engine restarted empty (had %d keys)" % keys_before)
+        # The hosts re-join (polls keep going meanwhile, so nobody turns into a ghost).
+        rejoin_deadline = time.time() + 20
+        rounds = []
+        r = 0
+        while time.time() < rejoin_deadline:
+            rounds.append((hosts[r % 3].name, self.poll_round(line, hosts[r % 3])))
+            r += 1
+            if all(stats_or_empty(h).get("cluster_engine_up") == 1 and stats_or_empty(h).get("cluster_hosts") == 3
+                   for h in hosts):
+                break
+        self.wait_joined(3)
+        # Then every host, in turn, gives the waiting visitors places in their old order. A visitor told
+        # "ready" asks for its page at once (the cap is checked at the origin at the end).
+        entered = []
+
+        def in_order(answers):
+            names = [v.name for v in line]
+            ready = [n for n in names if answers.get(n) == "ready"]
+            for n in ready:
+                v = line[names.index(n)]
+                status, _, body = v.request(hosts[0], "/sleep?ms=10&v=%s" % n)
+                if is_ok(status, body):
+                    entered.append(n)
+            gone = set(entered)
+            rest = [n for n in names if n not in gone and answers.get(n) != "ready"]
+            places = [answers.get(n) for n in rest]
+            if not rest or any(not isinstance(p, int) for p in places):
+                return False
+            prefix = names[:len(gone)]
+            return sorted(gone) == sorted(prefix) and places == sorted(places) and len(set(places)) == len(places)
+
+        good = 0
+        deadline = time.time() + 25
+        while time.time() < deadline and good < 3:
+            host = hosts[r % 3]
+            answers = self.poll_round(line, host)
+            rounds.append((host.name, answers))
+            r += 1
+            good = good + 1 if in_order(answers) else 0
+        log("polls after the restart: %s" % rounds[-6:])
+        self.assertEqual(good, 3, "the waiting visitors did not keep their order on every host: %s" % rounds[-6:])
+        # The line still works: everyone gets in, and the cap held all along.
+        self.origins.release("hold")
+        for t in threads:
+            t.join(15)
+        deadline = time.time() + 40
+        ok = {}
+
+        def go(k, v):
+            ok[v.name] = v.name in entered or v.wait_in_line("/sleep?ms=100&v=%s" % v.name, rotation(hosts, k),
+                                                             deadline)
+        workers = [background(go, k, v) for k, v in enumerate(line)]
+        for t in workers:
+            t.join(max(1, deadline + 5 - time.time()))
+        self.assertEqual(ok, {v.name: True for v in line})
+        self.assertLessEqual(self.origins.max, cap, "the origin saw more than cap over the engine restart")
+        self.assert_no_5xx(line)
+
+
+if __name__ == "__main__":
+    unittest.main()
