@@ -32,7 +32,7 @@ constexpr Millis kRound = 100;
 constexpr Millis kReconnect = 1'000;
 constexpr size_t kMaxUnsent = 200'000;
 constexpr size_t kNotesPerRound = 4'096;
-constexpr int64_t kBlockMin = 16;
+constexpr int64_t kBlockMin = 64;
 constexpr int64_t kBlockMax = 4'096;
 
 Reply convert(const redisReply* r) {
@@ -324,7 +324,7 @@ class Agent {
     r.epoch = epoch_;
     r.new_epoch = randomWord();
     if (blockWanted(now)) {
-      block_size_ = std::clamp<int64_t>(2 * enrolled_, kBlockMin, kBlockMax);
+      block_size_ = std::clamp<int64_t>(4 * enrolled_, kBlockMin, kBlockMax);
       r.block = block_size_;
     }
     enrolled_ = 0;

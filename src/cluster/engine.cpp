@@ -44,7 +44,7 @@ std::optional<uint64_t> hexOf(std::string_view s) {
 }  // namespace
 
 std::vector<std::string> notesKeys(std::string_view room) {
-  return keys(room, {"line", "tix", "seen", "ver", "seq"});
+  return keys(room, {"line", "tix", "seen", "ver", "seq", "order"});
 }
 
 std::vector<std::string> syncKeys(std::string_view room) {
@@ -66,13 +66,9 @@ for i = 3, #ARGV do
   local kind, id, nonce, issued = string.match(ARGV[i], '^(%a) (%d+) ?(%x*) ?(%d*)$')
   if kind == 'E' or kind == 'R' then
     if not redis.call('ZSCORE', KEYS[1], id) then
-      local order = tonumber(id)
-      if order >= 70368744177664 then
-        order = redis.call('INCR', KEYS[5])
-      elseif order > tonumber(redis.call('GET', KEYS[5]) or '0') then
-        redis.call('SET', KEYS[5], id)
-      end
-      redis.call('ZADD', KEYS[1], order, id)
+      local n = tonumber(id)
+      if n < 70368744177664 and n > tonumber(redis.call('GET', KEYS[5]) or '0') then redis.call('SET', KEYS[5], id) end
+      redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[6]), id)
       redis.call('HSET', KEYS[2], id, nonce .. ':' .. issued)
       redis.call('ZADD', KEYS[3], now + (kind == 'E' and grace or ttl), id)
       changed = changed + 1

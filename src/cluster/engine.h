@@ -15,10 +15,14 @@
 //                     host has in flight (set on a lost epoch, expires).
 //   P:seq    integer  the last ticket number handed out; hosts take blocks
 //                     (INCRBY). Only grows; raised to the highest number
-//                     re-enrolled after a loss.
+//                     re-enrolled after a loss, so no number in a visitor's
+//                     cookie is handed out twice.
+//   P:order  integer  the last place in line given (INCR per enrolment)
 //   P:line   zset     the waiting line: member = ticket id (decimal), score =
-//                     its order (its number; ids a host made up while the
-//                     engine was away get the next number when enrolled).
+//                     its place: the order in which the engine enrolled it.
+//                     Nobody is ever placed ahead of a ticket in line, so a
+//                     position never grows; a re-enrolment after a loss goes
+//                     in the order of the line the host cached.
 //                     Invariant: P:line, P:tix and P:seen hold the same ids.
 //   P:tix    hash     id -> "nonce:issued" (nonce 16 hex digits, issued Unix ms)
 //   P:seen   zset     id -> the engine time (ms) after which the ticket is

@@ -131,20 +131,17 @@ void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLi
     ClusterMirror& m = area.mirrors[next];
     for (auto& word : m.index) word.store(0, std::memory_order_relaxed);
     const uint32_t count = static_cast<uint32_t>(std::min<size_t>(line->size(), kClusterMirror));
-    uint64_t last = 0;
     for (uint32_t r = 0; r < count; ++r) {
       const ClusterLineEntry& e = (*line)[r];
       m.order[r].id.store(e.id, std::memory_order_relaxed);
       m.order[r].nonce.store(e.nonce, std::memory_order_relaxed);
       m.order[r].issued_ms.store(e.issued_ms, std::memory_order_relaxed);
-      if (e.id < kLocalIds) last = std::max(last, e.id);
       uint32_t i = homeOf(e.id, kClusterIndex);
       while (m.index[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & (kClusterIndex - 1);
       m.index[i].store(e.id << 16 | r, std::memory_order_relaxed);
     }
     m.count.store(count, std::memory_order_relaxed);
     m.truncated.store(truncated || line->size() > count ? 1 : 0, std::memory_order_relaxed);
-    m.last_id.store(last, std::memory_order_relaxed);
     area.active.store(next, std::memory_order_seq_cst);
     area.mirror_version.fetch_add(1, std::memory_order_seq_cst);
     area.pending.store(0, std::memory_order_seq_cst);
@@ -184,8 +181,7 @@ ClusterLine::Found ClusterLine::find(const TicketCookie& cookie, Millis now) {
   if (state() != ClusterState::Up) return pending;  // the engine is away: keep everyone waiting
   const ClusterArea& area = *layout_->cluster;
   const ClusterMirror& m = area.mirrors[area.active.load(std::memory_order_seq_cst) & 1];
-  if (m.truncated.load(std::memory_order_relaxed) && id < kLocalIds && id > m.last_id.load(std::memory_order_relaxed))
-    return pending;  // beyond the copy's end
+  if (m.truncated.load(std::memory_order_relaxed)) return pending;  // perhaps beyond the copy's end
   if (recent != 0) return ageMs(recent, now) < kPendingMs ? pending : Found{};
   remember(id, now, false);  // first seen here: the engine may not have listed it yet
   return pending;
@@ -296,7 +292,7 @@ Issued ClusterLine::issue(WorkerSlot, int64_t max_queue, Millis now, const Clien
   }
   ClusterArea& area = *layout_->cluster;
   uint64_t id = takeNumber();
-  if (id == 0 && state() != ClusterState::Up) {
+  if (id == 0) {  // the block ran out before the agent's next round, or the engine is away
     uint64_t next = area.local_next.load(std::memory_order_seq_cst);
     for (;;) {
       const uint64_t seed = next != 0 ? next : kLocalIds | (randomNonce() & ((kLocalIds - 1) >> 8)) << 8;

@@ -40,8 +40,9 @@
 //            turn has come when rank < horizon (engine up), or when a slot is
 //            free here (engine away, -cluster-fail open; never with closed)
 //   pending  not in the copy yet (issued less than kPendingMs ago, here or on
-//            another host, or beyond the copy's end, or the engine is away):
-//            waits at the back of the line (position = depth + 1), not ready
+//            another host), or perhaps beyond the copy's end (a line longer
+//            than kClusterMirror), or the engine is away: waits at the back
+//            of the line (position = depth + 1), not ready
 //   gone     anything else: admitted, reaped, removed, forged (Unknown)
 // `recent` remembers ids for kPendingMs: a ticket issued here, a ticket
 // presented here that the copy does not list (first seen), and a ticket
@@ -71,11 +72,14 @@
 // lost leaves the ticket to the engine's TTL.
 //
 // Ticket numbers. The agent takes a block from the engine's counter (a few
-// numbers per host at a time, renewed at least every kBlockAgeMs), so two
-// visitors arriving at different hosts within that time may be numbered in
-// either order. While the engine is away and the block runs out, ids come
-// from kLocalIds up (this host alone; the engine numbers them at the back
-// when it returns).
+// numbers per host at a time, renewed at least every kBlockAgeMs): a number
+// names a ticket, it does not place it. The engine places each ticket in
+// the order it enrolls them (engine.h, P:order), so a ticket's place is its
+// host's next round after its issue, and two visitors arriving at different
+// hosts within one round may be placed in either order. When the block runs
+// out before the agent's next round (a burst), or while the engine is away,
+// ids come from kLocalIds up: from a random start per host, then counting,
+// so that they are unique in practice; they are placed like any other.
 //
 // Bans. A ban that begins on a host goes to the engine (the agent finds it
 // in the client table, clients.h); every host's agent copies the room's bans

@@ -387,7 +387,6 @@ struct ClusterTicket {
 struct ClusterMirror {
   std::atomic<uint32_t> count;
   std::atomic<uint32_t> truncated;  // the line is longer than kClusterMirror
-  std::atomic<uint64_t> last_id;    // the highest id in order[] (a ticket above it is beyond the copy)
   ClusterTicket order[kClusterMirror];
   std::atomic<uint64_t> index[kClusterIndex];
 };
