@@ -200,7 +200,10 @@ bool promoteRef(const AdmissionContext& context, std::string_view ref, int64_t u
   // The mark first, so the holder's next look finds it as soon as the ticket is gone.
   const int64_t until = unix_now + context.config->token_ttl / 1000;
   context.segment->once().claim(onceKeyFor(OnceLabel::Promoted, *ticket, *nonce), until, unix_now);
-  if (tickets.remove(*ticket, shm::Counter::PromotedTotal)) return true;
+  if (tickets.remove(*ticket, shm::Counter::PromotedTotal)) {
+    context.segment->cluster().promote(*ticket, *nonce, until);  // -cluster: for every host
+    return true;
+  }
   context.segment->once().forget(onceKeyFor(OnceLabel::Promoted, *ticket, *nonce), unix_now);
   return false;
 }
@@ -212,7 +215,8 @@ void promoteTicket(const AdmissionContext& context, uint64_t ticket) {
 
 std::optional<RoomPass> collectPromotion(const AdmissionContext& context, const shm::TicketCookie& cookie,
                                          int64_t unix_now) {
-  if (!context.segment->once().marked(onceKeyFor(OnceLabel::Promoted, cookie.ticket, cookie.nonce), unix_now))
+  if (!context.segment->once().marked(onceKeyFor(OnceLabel::Promoted, cookie.ticket, cookie.nonce), unix_now) &&
+      !context.segment->cluster().promotedElsewhere(cookie.ticket, cookie.nonce, unix_now))
     return std::nullopt;
   return promotedPass(*context.config, cookie.ticket, unix_now);
 }

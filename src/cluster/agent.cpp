@@ -71,18 +71,6 @@ std::string hex(const uint8_t* bytes, size_t n) {
   return out;
 }
 
-std::optional<std::array<uint8_t, 16>> unhex16(const std::string& text) {
-  if (text.size() != 32) return std::nullopt;
-  std::array<uint8_t, 16> out{};
-  for (size_t i = 0; i < 32; ++i) {
-    const char c = text[i];
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return std::nullopt;
-    out[i / 2] = static_cast<uint8_t>(out[i / 2] << 4 | d);
-  }
-  return out;
-}
-
 std::string randomWord() {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, shm::randomNonce());
@@ -240,7 +228,14 @@ class Agent {
     switch (pending->call) {
       case Call::Select:
       case Call::Release: break;
-      case Call::Notes: self->in_flight_.clear(); break;
+      case Call::Notes:
+        // -1: the engine lost the room; SYNC (next in the pipe) says so and
+        // these notes go after the re-enrolled line.
+        if (reply.type == Reply::Type::Integer && reply.integer < 0)
+          self->restoreNotes();
+        else
+          self->in_flight_.clear();
+        break;
       case Call::Sync: self->onSync(reply); break;
       case Call::Fetch: self->onFetch(reply); break;
     }
@@ -305,7 +300,8 @@ class Agent {
       const size_t n = std::min(unsent_.size(), kNotesPerRound);
       in_flight_.assign(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(n));
       unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(n));
-      std::vector<std::string> args = {std::to_string(config_.token_ttl), std::to_string(config_.first_poll_grace)};
+      std::vector<std::string> args = {std::to_string(config_.token_ttl), std::to_string(config_.first_poll_grace),
+                                       epoch_};
       args.insert(args.end(), in_flight_.begin(), in_flight_.end());
       eval(Call::Notes, kNotesScript, notesKeys(config_.cluster_room), args);
     }
@@ -329,6 +325,7 @@ class Agent {
     }
     enrolled_ = 0;
     r.bans = newBans(now);
+    r.claim_window_ms = config_.claim_window;
     eval(Call::Sync, kSyncScript, syncKeys(config_.cluster_room), syncArgs(r));
   }
 
@@ -360,7 +357,8 @@ class Agent {
     }
     const Millis now = monotonicMs();
     sync_ = *sync;
-    if (sync->lost && !epoch_.empty()) reenroll();
+    const bool lost = sync->lost && !epoch_.empty();
+    if (lost) reenroll();  // before the notes of this round, which the engine refused
     epoch_ = sync->epoch;
     if (sync->block_first != 0) {
       cluster_.offerNumbers(sync->block_first, static_cast<uint32_t>(block_size_));
@@ -377,14 +375,17 @@ class Agent {
       }
     }
     synced_mode_ = sync->mode;
-    std::vector<std::pair<std::array<uint8_t, 16>, int64_t>> bans;
-    for (const auto& [key, until] : sync->bans)
-      if (std::optional<std::array<uint8_t, 16>> bytes = unhex16(key)) bans.emplace_back(*bytes, until);
-    cluster_.setRemoteBans(bans);
+    cluster_.setRemoteBans(sync->bans);
+    cluster_.setPromotions(sync->promoted);
+    if (sync->missed > 0) {
+      segment_.stats().count(shm::Counter::MissedTurnsTotal, static_cast<uint64_t>(sync->missed));
+      LOG_INFO("cluster: %lld turns missed: not taken within the claim window", static_cast<long long>(sync->missed));
+    }
     if (sync->reaped > 0)
       LOG_INFO("cluster: %lld tickets abandoned (unseen past -token-ttl or -first-poll-grace)",
                static_cast<long long>(sync->reaped));
-    if (sync->version != version_) {
+    // After a loss the cached line stays until the re-enrolled one is read.
+    if (sync->version != version_ && !lost) {
       eval(Call::Fetch, kFetchScript, fetchKeys(config_.cluster_room), {std::to_string(shm::kClusterMirror)});
       return;
     }
@@ -398,7 +399,6 @@ class Agent {
       return;
     }
     version_ = sync_.version;
-    sync_.depth = fetch->depth;
     finishRound(&*fetch);
   }
 
@@ -411,8 +411,11 @@ class Agent {
     round.depth = sync_.depth;
     round.cap = sync_.cap;
     const bool was_up = cluster_.state() == shm::ClusterState::Up;
-    cluster_.publish(round, fetch ? &fetch->line : nullptr,
-                     fetch && fetch->depth > static_cast<int64_t>(fetch->line.size()), monotonicMs());
+    const int64_t listed = fetch ? std::count_if(fetch->line.begin(), fetch->line.end(), [](const auto& e) {
+      return e.section == shm::LineSection::Waiting;
+    })
+                                 : 0;
+    cluster_.publish(round, fetch ? &fetch->line : nullptr, fetch && fetch->depth > listed, monotonicMs());
     hosts_seen_ = std::max(1, sync_.hosts);
     segment_.pages().setShare(static_cast<int32_t>(std::clamp<int64_t>(sync_.reserved, 0, INT32_MAX)));
     if (!was_up)

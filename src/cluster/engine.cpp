@@ -30,6 +30,12 @@ std::optional<int64_t> integerOf(const Reply& r) {
   return std::nullopt;
 }
 
+// The client key's hex text reads as bytes in order; a key word is those
+// bytes in memory order (little-endian here), as clients.h keeps them.
+uint64_t bswap(uint64_t v) {
+  return __builtin_bswap64(v);
+}
+
 std::optional<uint64_t> hexOf(std::string_view s) {
   if (s.empty() || s.size() > 16) return std::nullopt;
   uint64_t v = 0;
@@ -44,28 +50,34 @@ std::optional<uint64_t> hexOf(std::string_view s) {
 }  // namespace
 
 std::vector<std::string> notesKeys(std::string_view room) {
-  return keys(room, {"line", "tix", "seen", "ver", "seq", "order"});
+  return keys(room, {"line", "tix", "seen", "ver", "seq", "order", "back", "missed", "ready", "epoch", "promoted"});
 }
 
 std::vector<std::string> syncKeys(std::string_view room) {
   return keys(room, {"hosts", "resv", "busy", "cap", "mode", "line", "seen", "tix", "ver", "epoch", "grace", "seq",
-                     "bans"});
+                     "bans", "back", "missed", "ready", "order", "promoted"});
 }
 
 std::vector<std::string> fetchKeys(std::string_view room) {
-  return keys(room, {"line", "tix"});
+  return keys(room, {"line", "tix", "back", "missed"});
 }
 
-// ARGV: ttl ms, first-poll grace ms, then one note per argument.
+// KEYS: line tix seen ver seq order back missed ready epoch promoted.
+// ARGV: ttl ms, first-poll grace ms, the epoch the host knows ("" = none
+// yet), then one note per argument. Answers -1, applying nothing, when the
+// engine has another epoch (or none): it lost the room, and the host's next
+// SYNC learns so and re-enrolls the old line before these notes.
 const char* const kNotesScript = R"lua(
+if ARGV[3] ~= '' and redis.call('GET', KEYS[10]) ~= ARGV[3] then return -1 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local changed = 0
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local kind, id, nonce, issued = string.match(ARGV[i], '^(%a) (%d+) ?(%x*) ?(%d*)$')
   if kind == 'E' or kind == 'R' then
-    if not redis.call('ZSCORE', KEYS[1], id) then
+    if not (redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[7], id) or
+            redis.call('ZSCORE', KEYS[8], id)) then
       local n = tonumber(id)
       if n < 70368744177664 and n > tonumber(redis.call('GET', KEYS[5]) or '0') then redis.call('SET', KEYS[5], id) end
       redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[6]), id)
@@ -73,12 +85,24 @@ for i = 3, #ARGV do
       redis.call('ZADD', KEYS[3], now + (kind == 'E' and grace or ttl), id)
       changed = changed + 1
     end
+  elseif kind == 'P' then
+    redis.call('ZADD', KEYS[11], 'GT', issued, id .. ':' .. nonce)
   elseif kind == 'T' then
-    if redis.call('ZSCORE', KEYS[1], id) then redis.call('ZADD', KEYS[3], 'GT', now + ttl, id) end
+    if redis.call('ZSCORE', KEYS[8], id) then
+      -- it missed its turn and its holder is back: ahead of the line
+      redis.call('ZREM', KEYS[8], id)
+      redis.call('ZREM', KEYS[9], id)
+      redis.call('ZADD', KEYS[7], redis.call('INCR', KEYS[6]), id)
+      redis.call('ZADD', KEYS[3], now + ttl, id)
+      changed = changed + 1
+    elseif redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[7], id) then
+      redis.call('ZADD', KEYS[3], 'GT', now + ttl, id)
+    end
   elseif kind == 'L' then
-    if redis.call('ZREM', KEYS[1], id) == 1 then
+    if redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[7], id) + redis.call('ZREM', KEYS[8], id) > 0 then
       redis.call('HDEL', KEYS[2], id)
       redis.call('ZREM', KEYS[3], id)
+      redis.call('ZREM', KEYS[9], id)
       changed = changed + 1
     end
   end
@@ -87,8 +111,11 @@ if changed > 0 then redis.call('INCR', KEYS[4]) end
 return changed
 )lua";
 
+// KEYS: hosts resv busy cap mode line seen tix ver epoch grace seq bans back
+// missed ready order promoted.
 // ARGV: host, lease ttl ms, lease, busy, wanted, cap, push cap, mode, push
-// mode, known epoch, new epoch, block, reap limit, then "key:until" per new ban.
+// mode, known epoch, new epoch, block, reap limit, claim window ms, then
+// "key:until" per new ban.
 const char* const kSyncScript = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -105,6 +132,7 @@ if ARGV[10] ~= '' and ARGV[10] ~= epoch then
     redis.call('SET', KEYS[11], now + ttl, 'PX', ttl)
   end
 end
+-- hosts that stopped renewing lose their reservations
 for _, h in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
   redis.call('HDEL', KEYS[2], h)
   redis.call('HDEL', KEYS[3], h)
@@ -115,6 +143,7 @@ if ARGV[7] == '1' or not redis.call('GET', KEYS[4]) then redis.call('SET', KEYS[
 local cap = tonumber(redis.call('GET', KEYS[4]))
 if ARGV[9] == '1' or not redis.call('GET', KEYS[5]) then redis.call('SET', KEYS[5], ARGV[8]) end
 local mode = redis.call('GET', KEYS[5])
+-- this host's share: what it has in flight, plus its part of the free slots
 redis.call('HSET', KEYS[3], host, busy)
 local resv, used = {}, {}
 local flat = redis.call('HGETALL', KEYS[2])
@@ -140,17 +169,48 @@ if tonumber(redis.call('GET', KEYS[11]) or '0') > now then
   horizon = 0
 end
 redis.call('HSET', KEYS[2], host, grant)
+-- tickets unseen past their deadline leave, wherever they stand
+local changed = 0
 local reaped = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, tonumber(ARGV[13]))
 for _, id in ipairs(reaped) do
   redis.call('ZREM', KEYS[6], id)
+  redis.call('ZREM', KEYS[14], id)
+  redis.call('ZREM', KEYS[15], id)
+  redis.call('ZREM', KEYS[16], id)
   redis.call('HDEL', KEYS[8], id)
   redis.call('ZREM', KEYS[7], id)
+  changed = changed + 1
 end
-if #reaped > 0 then redis.call('INCR', KEYS[9]) end
+-- turns: returned tickets first, then the line; a turn not taken within
+-- the claim window is missed (the ticket stops holding the line)
+local turns = {}
+if horizon > 0 then
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[14], 0, horizon - 1)) do turns[#turns + 1] = id end
+  if #turns < horizon then
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[6], 0, horizon - #turns - 1)) do turns[#turns + 1] = id end
+  end
+end
+local current = {}
+for _, id in ipairs(turns) do
+  current[id] = true
+  redis.call('ZADD', KEYS[16], 'NX', now, id)
+end
+for _, id in ipairs(redis.call('ZRANGE', KEYS[16], 0, -1)) do
+  if not current[id] then redis.call('ZREM', KEYS[16], id) end
+end
+local missed = 0
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[16], '-inf', now - tonumber(ARGV[14]))) do
+  redis.call('ZREM', KEYS[16], id)
+  if redis.call('ZREM', KEYS[6], id) + redis.call('ZREM', KEYS[14], id) > 0 then
+    redis.call('ZADD', KEYS[15], redis.call('INCR', KEYS[17]), id)
+    missed = missed + 1
+  end
+end
+if changed + missed > 0 then redis.call('INCR', KEYS[9]) end
 local first = 0
 local n = tonumber(ARGV[12])
 if n > 0 then first = redis.call('INCRBY', KEYS[12], n) - n + 1 end
-for i = 14, #ARGV do
+for i = 15, #ARGV do
   local key, untils = string.match(ARGV[i], '^(%x+):(%d+)$')
   if key and tonumber(untils) > tonumber(redis.call('ZSCORE', KEYS[13], key) or '0') then
     redis.call('ZADD', KEYS[13], untils, key)
@@ -158,21 +218,31 @@ for i = 14, #ARGV do
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', math.floor(now / 1000))
 local bans = redis.call('ZRANGE', KEYS[13], 0, 1023, 'WITHSCORES')
-return {grant, hosts, horizon, redis.call('ZCARD', KEYS[6]), tonumber(redis.call('GET', KEYS[9]) or '0'), cap,
-        mode, epoch, lost, first, #reaped, bans}
+redis.call('ZREMRANGEBYSCORE', KEYS[18], '-inf', math.floor(now / 1000))
+local promoted = redis.call('ZRANGE', KEYS[18], 0, 1023, 'WITHSCORES')
+return {grant, hosts, horizon, redis.call('ZCARD', KEYS[6]) + redis.call('ZCARD', KEYS[14]),
+        tonumber(redis.call('GET', KEYS[9]) or '0'), cap, mode, epoch, lost, first, #reaped, bans, missed, promoted}
 )lua";
 
-// ARGV: how many tickets from the head.
+// KEYS: line tix back missed. ARGV: how many tickets at most.
+// Answer: line length, then per section (returned, line, missed) its count
+// listed and id, "nonce:issued" per ticket.
 const char* const kFetchScript = R"lua(
-local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+local limit = tonumber(ARGV[1])
 local out = {redis.call('ZCARD', KEYS[1])}
-for from = 1, #ids, 1000 do
-  local chunk = {}
-  for i = from, math.min(from + 999, #ids) do chunk[#chunk + 1] = ids[i] end
-  local tix = redis.call('HMGET', KEYS[2], unpack(chunk))
-  for i, id in ipairs(chunk) do
-    out[#out + 1] = id
-    out[#out + 1] = tix[i] or ''
+for _, key in ipairs({KEYS[3], KEYS[1], KEYS[4]}) do
+  local ids = {}
+  if limit > 0 then ids = redis.call('ZRANGE', key, 0, limit - 1) end
+  limit = limit - #ids
+  out[#out + 1] = #ids
+  for from = 1, #ids, 1000 do
+    local chunk = {}
+    for i = from, math.min(from + 999, #ids) do chunk[#chunk + 1] = ids[i] end
+    local tix = redis.call('HMGET', KEYS[2], unpack(chunk))
+    for i, id in ipairs(chunk) do
+      out[#out + 1] = id
+      out[#out + 1] = tix[i] or ''
+    end
   end
 end
 return out
@@ -187,6 +257,9 @@ std::string noteArg(const shm::ClusterNoteValue& note, bool reenroll) {
       break;
     case shm::NoteKind::Touch: std::snprintf(buf, sizeof buf, "T %" PRIu64, note.id); break;
     case shm::NoteKind::Leave: std::snprintf(buf, sizeof buf, "L %" PRIu64, note.id); break;
+    case shm::NoteKind::Promote:
+      std::snprintf(buf, sizeof buf, "P %" PRIu64 " %016" PRIx64 " %" PRId64, note.id, note.nonce, note.issued_ms);
+      break;
   }
   return buf;
 }
@@ -204,17 +277,18 @@ std::vector<std::string> syncArgs(const SyncRequest& r) {
                                   r.epoch,
                                   r.new_epoch,
                                   std::to_string(r.block),
-                                  std::to_string(r.reap_limit)};
+                                  std::to_string(r.reap_limit),
+                                  std::to_string(r.claim_window_ms)};
   out.insert(out.end(), r.bans.begin(), r.bans.end());
   return out;
 }
 
 std::optional<SyncReply> parseSync(const Reply& reply) {
-  if (reply.type != Reply::Type::Array || reply.elements.size() != 12) return std::nullopt;
+  if (reply.type != Reply::Type::Array || reply.elements.size() != 14) return std::nullopt;
   const std::vector<Reply>& e = reply.elements;
   SyncReply out;
-  std::optional<int64_t> n[11];
-  for (size_t i : {0, 1, 2, 3, 4, 5, 8, 9, 10}) {
+  std::optional<int64_t> n[13];
+  for (size_t i : {0, 1, 2, 3, 4, 5, 8, 9, 10, 12}) {
     n[i] = integerOf(e[i]);
     if (!n[i]) return std::nullopt;
   }
@@ -230,35 +304,63 @@ std::optional<SyncReply> parseSync(const Reply& reply) {
   out.lost = *n[8] != 0;
   out.block_first = static_cast<uint64_t>(*n[9]);
   out.reaped = *n[10];
-  if (e[11].type != Reply::Type::Array || e[11].elements.size() % 2 != 0) return std::nullopt;
-  for (size_t i = 0; i + 1 < e[11].elements.size(); i += 2) {
-    std::optional<int64_t> until = integerOf(e[11].elements[i + 1]);
-    if (e[11].elements[i].type != Reply::Type::String || !until) return std::nullopt;
-    out.bans.emplace_back(e[11].elements[i].str, *until);
-  }
+  out.missed = *n[12];
+  // Member, score pairs: bans (32 hex digits, end) and promotions ("id:nonce", end).
+  auto pairs = [](const Reply& list, auto&& add) {
+    if (list.type != Reply::Type::Array || list.elements.size() % 2 != 0) return false;
+    for (size_t i = 0; i + 1 < list.elements.size(); i += 2) {
+      std::optional<int64_t> until = integerOf(list.elements[i + 1]);
+      if (list.elements[i].type != Reply::Type::String || !until) return false;
+      add(list.elements[i].str, *until);
+    }
+    return true;
+  };
+  const bool bans_ok = pairs(e[11], [&](const std::string& key, int64_t until) {
+    std::optional<uint64_t> a = hexOf(std::string_view(key).substr(0, 16));
+    std::optional<uint64_t> b = key.size() == 32 ? hexOf(std::string_view(key).substr(16)) : std::nullopt;
+    if (a && b) out.bans.push_back({bswap(*a), bswap(*b), until});
+  });
+  const bool promoted_ok = pairs(e[13], [&](const std::string& member, int64_t until) {
+    const size_t colon = member.find(':');
+    Reply id_text;
+    id_text.type = Reply::Type::String;
+    id_text.str = member.substr(0, colon);
+    std::optional<int64_t> id = colon == std::string::npos ? std::nullopt : integerOf(id_text);
+    std::optional<uint64_t> nonce =
+        colon == std::string::npos ? std::nullopt : hexOf(std::string_view(member).substr(colon + 1));
+    if (id && *id > 0 && nonce) out.promoted.push_back({static_cast<uint64_t>(*id), *nonce, until});
+  });
+  if (!bans_ok || !promoted_ok) return std::nullopt;
   return out;
 }
 
 std::optional<FetchReply> parseFetch(const Reply& reply) {
-  if (reply.type != Reply::Type::Array || reply.elements.empty() || reply.elements.size() % 2 != 1)
-    return std::nullopt;
+  if (reply.type != Reply::Type::Array || reply.elements.empty()) return std::nullopt;
+  const std::vector<Reply>& e = reply.elements;
   FetchReply out;
-  std::optional<int64_t> depth = integerOf(reply.elements[0]);
+  std::optional<int64_t> depth = integerOf(e[0]);
   if (!depth) return std::nullopt;
   out.depth = *depth;
-  for (size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
-    std::optional<int64_t> id = integerOf(reply.elements[i]);
-    const std::string& tix = reply.elements[i + 1].str;
-    const size_t colon = tix.find(':');
-    if (!id || *id <= 0 || colon == std::string::npos) continue;  // a ticket half gone: skipped
-    std::optional<uint64_t> nonce = hexOf(std::string_view(tix).substr(0, colon));
-    Reply issued_text;
-    issued_text.type = Reply::Type::String;
-    issued_text.str = tix.substr(colon + 1);
-    std::optional<int64_t> issued = integerOf(issued_text);
-    if (!nonce || !issued) continue;
-    out.line.push_back({static_cast<uint64_t>(*id), *nonce, *issued});
+  size_t at = 1;
+  for (shm::LineSection section : {shm::LineSection::Returned, shm::LineSection::Waiting, shm::LineSection::Missed}) {
+    if (at >= e.size()) return std::nullopt;
+    std::optional<int64_t> count = integerOf(e[at++]);
+    if (!count || *count < 0 || e.size() - at < static_cast<size_t>(*count) * 2) return std::nullopt;
+    for (int64_t i = 0; i < *count; ++i, at += 2) {
+      std::optional<int64_t> id = integerOf(e[at]);
+      const std::string& tix = e[at + 1].str;
+      const size_t colon = tix.find(':');
+      if (!id || *id <= 0 || colon == std::string::npos) continue;  // a ticket half gone: skipped
+      std::optional<uint64_t> nonce = hexOf(std::string_view(tix).substr(0, colon));
+      Reply issued_text;
+      issued_text.type = Reply::Type::String;
+      issued_text.str = tix.substr(colon + 1);
+      std::optional<int64_t> issued = integerOf(issued_text);
+      if (!nonce || !issued) continue;
+      out.line.push_back({static_cast<uint64_t>(*id), *nonce, *issued, section});
+    }
   }
+  if (at != e.size()) return std::nullopt;
   return out;
 }
 

@@ -23,8 +23,18 @@
 //                     Nobody is ever placed ahead of a ticket in line, so a
 //                     position never grows; a re-enrolment after a loss goes
 //                     in the order of the line the host cached.
-//                     Invariant: P:line, P:tix and P:seen hold the same ids.
 //   P:tix    hash     id -> "nonce:issued" (nonce 16 hex digits, issued Unix ms)
+//   P:back   zset     tickets that missed their turn and whose holder came
+//                     back: id -> order of return. They go first when a slot
+//                     frees, ahead of the line (as Returned tickets on one host)
+//   P:missed zset     tickets whose turn came and was not taken within
+//                     -claim-window: they stop holding the line; a touch on
+//                     any host moves one to P:back
+//   P:ready  zset     id -> engine ms since which its turn has come (the
+//                     first `horizon` of P:back then P:line); dropped when
+//                     the turn is taken or passes to someone else
+//                     Invariant: every id of P:tix and P:seen is in exactly
+//                     one of P:line, P:back, P:missed.
 //   P:seen   zset     id -> the engine time (ms) after which the ticket is
 //                     abandoned: issue + -first-poll-grace, then each touch +
 //                     -token-ttl. Reaped by SYNC.
@@ -42,6 +52,10 @@
 //   P:mode   string   the room's mode (POST /_room/mode on any host)
 //   P:bans   zset     client key (32 hex digits) -> ban end (Unix s); expired
 //                     members are dropped by SYNC
+//   P:promoted zset   "id:nonce" (nonce 16 hex digits) -> the promotion's end
+//                     (Unix s): POST /_room/promote on any host; the ticket's
+//                     holder collects its room pass on whichever host it
+//                     reaches. Expired members are dropped by SYNC.
 //
 // Times are the engine's clock (TIME), so hosts' clocks never meet, except
 // the issue time of a ticket and a ban's end, which are only shown or
@@ -51,8 +65,10 @@
 //   NOTES  what workers noted since the last round (shm/cluster.h): Enroll,
 //          Re-enroll, Touch, Leave
 //   SYNC   once a round: renew this host's lease and take its share of the
-//          cap, the line's figures, cap and mode, bans, a block of numbers
-//   FETCH  the line's head with nonces and issue times (when P:ver moved)
+//          cap; reap abandoned tickets; mark turns and missed turns; the
+//          line's figures, cap and mode, bans, a block of numbers
+//   FETCH  P:back, P:line's head and P:missed, with nonces and issue times
+//          (when P:ver moved)
 #pragma once
 
 #include <cstdint>
@@ -74,11 +90,12 @@ extern const char* const kNotesScript;
 extern const char* const kSyncScript;
 extern const char* const kFetchScript;
 
-// NOTES' ARGV after the two times: one string per note.
+// NOTES' ARGV after the two times and the epoch: one string per note.
 //   "E id nonce issued"   enroll (not if already in line)
 //   "R id nonce issued"   re-enroll after a loss (deadline from the TTL)
 //   "T id"                touch
 //   "L id"                leave
+//   "P id nonce until"    promoted (until: Unix s)
 std::string noteArg(const shm::ClusterNoteValue& note, bool reenroll = false);
 
 // What this host tells SYNC.
@@ -96,6 +113,7 @@ struct SyncRequest {
   std::string new_epoch;     // a fresh one, used if the engine has none
   int64_t block = 0;         // ticket numbers wanted (0 = none)
   int64_t reap_limit = 1000;
+  int64_t claim_window_ms = 10'000;  // -claim-window
   std::vector<std::string> bans;  // bans that began here: "key:until" (32 hex digits, Unix s)
 };
 std::vector<std::string> syncArgs(const SyncRequest& request);
@@ -113,7 +131,9 @@ struct SyncReply {
   bool lost = false;         // the engine had another epoch (or none) than this host knew
   uint64_t block_first = 0;  // first of the block asked for (0: none)
   int64_t reaped = 0;        // tickets abandoned this round
-  std::vector<std::pair<std::string, int64_t>> bans;  // every ban in force: key (32 hex), end (Unix s)
+  int64_t missed = 0;        // turns missed this round
+  std::vector<shm::ClusterMarkValue> bans;      // every ban in force: the client key's words, end (Unix s)
+  std::vector<shm::ClusterMarkValue> promoted;  // promotions: ticket, nonce, end (Unix s)
 };
 
 // A reply as a tree of strings and integers, as hiredis delivers it (the
@@ -127,9 +147,10 @@ struct Reply {
 
 std::optional<SyncReply> parseSync(const Reply& reply);
 
-// FETCH: the line's length and its head (ids, nonces, issue times).
+// FETCH: the line's length, and the tickets in turn order: returned ones,
+// then the line's head, then missed ones (ids, nonces, issue times).
 struct FetchReply {
-  int64_t depth = 0;
+  int64_t depth = 0;  // P:line's length
   std::vector<shm::ClusterLineEntry> line;
 };
 std::optional<FetchReply> parseFetch(const Reply& reply);

@@ -441,12 +441,12 @@ Parsed<ClusterUrl> parseClusterUrl(std::string_view text) {
   url.host = std::string(host);
   if (!port.empty()) {
     int64_t p = number(port, 65535);
-    if (p < 1) return Parsed<ClusterUrl>::fail("port must be 1 to 65535");
+    if (p < 1) return Parsed<ClusterUrl>::fail(usage);
     url.port = static_cast<uint16_t>(p);
   }
   if (!db.empty()) {
     int64_t d = number(db, 15);
-    if (d < 0) return Parsed<ClusterUrl>::fail("database must be 0 to 15");
+    if (d < 0) return Parsed<ClusterUrl>::fail(usage + " (db 0 to 15)");
     url.db = static_cast<int>(d);
   }
   return Parsed<ClusterUrl>{url, {}};

@@ -101,8 +101,21 @@ std::optional<ClusterLine::Found> ClusterLine::lookup(uint64_t id) const {
       if ((word >> 16) != id) continue;
       const uint32_t rank = static_cast<uint32_t>(word & 0xffffu);
       if (rank >= count || m.order[rank].id.load(std::memory_order_relaxed) != id) break;
-      found = Found{Where::Ranked, rank, m.order[rank].nonce.load(std::memory_order_relaxed),
-                    m.order[rank].issued_ms.load(std::memory_order_relaxed)};
+      const uint32_t returned = m.returned.load(std::memory_order_relaxed);
+      const uint32_t waiting = m.waiting.load(std::memory_order_relaxed);
+      Found f;
+      f.where = Where::Ranked;
+      f.rank = rank;
+      f.section = rank < returned             ? LineSection::Returned
+                  : rank < returned + waiting ? LineSection::Waiting
+                                              : LineSection::Missed;
+      f.position = f.section == LineSection::Returned ? 1
+                   : f.section == LineSection::Waiting
+                       ? static_cast<int64_t>(rank - returned) + 1
+                       : area.depth.load(std::memory_order_relaxed) + 1;
+      f.nonce = m.order[rank].nonce.load(std::memory_order_relaxed);
+      f.issued_ms = m.order[rank].issued_ms.load(std::memory_order_relaxed);
+      found = f;
       break;
     }
     if (area.mirror_version.load(std::memory_order_seq_cst) - before < 2) return found;
@@ -115,10 +128,15 @@ std::vector<ClusterLineEntry> ClusterLine::mirrored() const {
   std::vector<ClusterLineEntry> out;
   const ClusterMirror& m = area.mirrors[area.active.load(std::memory_order_seq_cst) & 1];
   const uint32_t count = std::min(m.count.load(std::memory_order_relaxed), kClusterMirror);
+  const uint32_t returned = m.returned.load(std::memory_order_relaxed);
+  const uint32_t waiting = m.waiting.load(std::memory_order_relaxed);
   out.reserve(count);
   for (uint32_t r = 0; r < count; ++r)
     out.push_back({m.order[r].id.load(std::memory_order_relaxed), m.order[r].nonce.load(std::memory_order_relaxed),
-                   m.order[r].issued_ms.load(std::memory_order_relaxed)});
+                   m.order[r].issued_ms.load(std::memory_order_relaxed),
+                   r < returned             ? LineSection::Returned
+                   : r < returned + waiting ? LineSection::Waiting
+                                            : LineSection::Missed});
   return out;
 }
 
@@ -131,8 +149,14 @@ void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLi
     ClusterMirror& m = area.mirrors[next];
     for (auto& word : m.index) word.store(0, std::memory_order_relaxed);
     const uint32_t count = static_cast<uint32_t>(std::min<size_t>(line->size(), kClusterMirror));
-    for (uint32_t r = 0; r < count; ++r) {
+    uint32_t returned = 0, waiting = 0, written = 0;
+    for (uint32_t r = 0; r < count; ++r, ++written) {
       const ClusterLineEntry& e = (*line)[r];
+      // Sections come in order (returned, line, missed); one out of order ends the copy.
+      if (e.section == LineSection::Returned && r != returned) break;
+      if (e.section == LineSection::Waiting && r != returned + waiting) break;
+      returned += e.section == LineSection::Returned;
+      waiting += e.section == LineSection::Waiting;
       m.order[r].id.store(e.id, std::memory_order_relaxed);
       m.order[r].nonce.store(e.nonce, std::memory_order_relaxed);
       m.order[r].issued_ms.store(e.issued_ms, std::memory_order_relaxed);
@@ -140,12 +164,16 @@ void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLi
       while (m.index[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & (kClusterIndex - 1);
       m.index[i].store(e.id << 16 | r, std::memory_order_relaxed);
     }
-    m.count.store(count, std::memory_order_relaxed);
+    m.count.store(written, std::memory_order_relaxed);
+    m.returned.store(returned, std::memory_order_relaxed);
+    m.waiting.store(waiting, std::memory_order_relaxed);
     m.truncated.store(truncated || line->size() > count ? 1 : 0, std::memory_order_relaxed);
     area.active.store(next, std::memory_order_seq_cst);
     area.mirror_version.fetch_add(1, std::memory_order_seq_cst);
     area.pending.store(0, std::memory_order_seq_cst);
   }
+  const bool moved = line != nullptr || area.horizon.load(std::memory_order_relaxed) != round.horizon ||
+                     area.depth.load(std::memory_order_relaxed) != round.depth || state() != ClusterState::Up;
   area.hosts.store(round.hosts, std::memory_order_relaxed);
   area.reserved.store(round.reserved, std::memory_order_relaxed);
   area.horizon.store(round.horizon, std::memory_order_seq_cst);
@@ -153,7 +181,7 @@ void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLi
   if (round.cap >= 1) area.cap.store(round.cap, std::memory_order_seq_cst);
   area.refreshed_ms.store(now, std::memory_order_relaxed);
   area.state.store(static_cast<uint32_t>(ClusterState::Up), std::memory_order_seq_cst);
-  slots_->wake(Resource::PageSlot);
+  if (moved) slots_->wake(Resource::PageSlot);
 }
 
 // ---------------------------------------------------------------- recent
@@ -177,7 +205,9 @@ ClusterLine::Found ClusterLine::find(const TicketCookie& cookie, Millis now) {
     if (found->nonce != cookie.nonce) return {};
     return *found;
   }
-  Found pending{Where::Pending, 0, cookie.nonce, 0};
+  Found pending;
+  pending.where = Where::Pending;
+  pending.nonce = cookie.nonce;
   if (state() != ClusterState::Up) return pending;  // the engine is away: keep everyone waiting
   const ClusterArea& area = *layout_->cluster;
   const ClusterMirror& m = area.mirrors[area.active.load(std::memory_order_seq_cst) & 1];
@@ -208,15 +238,25 @@ TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, bool touch)
   if (f.where == Where::Gone) return v;
   const bool up = state() == ClusterState::Up;
   if (f.where == Where::Ranked) {
-    v.raw_position = f.rank + 1;
-    v.state = ready(f.rank) ? TicketState::Ready : TicketState::Waiting;
+    v.raw_position = f.position;
+    v.state = f.section != LineSection::Missed && ready(f.rank) ? TicketState::Ready : TicketState::Waiting;
+    // Its holder is back after a missed turn: the engine returns it on this note.
+    if (f.section == LineSection::Missed) post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
   } else {
     v.raw_position = layout_->cluster->depth.load(std::memory_order_relaxed) + 1;
     v.state = !up && ready(-1) ? TicketState::Ready : TicketState::Waiting;
   }
   v.position = v.state == TicketState::Waiting ? v.raw_position : 0;
-  if (touch) post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
+  if (touch) touchNote(cookie, now);
   return v;
+}
+
+void ClusterLine::touchNote(const TicketCookie& cookie, Millis now) {
+  std::atomic<uint64_t>& slot = layout_->cluster->touched[homeOf(cookie.ticket, kClusterRecent)];
+  const uint64_t word = slot.load(std::memory_order_relaxed);
+  if ((word >> 16) == cookie.ticket && ageMs(word, now) < kTouchEveryMs) return;
+  slot.store(cookie.ticket << 16 | stampOf(now), std::memory_order_relaxed);
+  post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
 }
 
 TicketView ClusterLine::render(const TicketCookie& cookie, Millis now, Millis) {
@@ -246,9 +286,10 @@ std::vector<LineEntry> ClusterLine::head(size_t limit, Millis) const {
   const int64_t unix_now = unixMs();
   for (const ClusterLineEntry& e : mirrored()) {
     if (out.size() >= limit) break;
-    if (recentWord(e.id) & kDeparted) continue;
+    if (e.section == LineSection::Missed || (recentWord(e.id) & kDeparted)) continue;
     LineEntry entry;
     entry.ticket = e.id;
+    entry.returned = e.section == LineSection::Returned;
     entry.age = std::max<int64_t>(0, unix_now - e.issued_ms);
     out.push_back(entry);
   }
@@ -323,7 +364,8 @@ bool ClusterLine::claim(const TicketCookie& cookie, Claimed* claimed) {
   const Found f = find(cookie, now);
   if (f.where == Where::Gone) return false;
   const bool up = state() == ClusterState::Up;
-  if (f.where == Where::Ranked ? !ready(f.rank) : (up || !ready(-1))) return false;
+  if (f.where == Where::Ranked ? f.section == LineSection::Missed || !ready(f.rank) : (up || !ready(-1)))
+    return false;
   const bool metered = modes_->mode() == RoomMode::Open && admit_rate_->limited();
   if (metered && !admit_rate_->take(monotonicNs())) return false;
   // One claim per ticket on this host: the departed mark goes in by CAS.
@@ -339,11 +381,13 @@ bool ClusterLine::claim(const TicketCookie& cookie, Claimed* claimed) {
   }
   post({NoteKind::Leave, cookie.ticket, cookie.nonce, 0});
   line_rate_->admitted();
-  const bool inversion =
-      f.where == Where::Ranked && up && modes_->mode() == RoomMode::Open && f.rank >= cap();
+  // A waiting ticket admitted past a whole cap of older waiting tickets
+  // jumped people whose turn had not come (as on one host, tickets.h).
+  const bool inversion = f.where == Where::Ranked && f.section == LineSection::Waiting && up &&
+                         modes_->mode() == RoomMode::Open && f.position - 1 >= cap();
   if (inversion) layout_->counter(Counter::FifoInversionsTotal).fetch_add(1, std::memory_order_relaxed);
   if (claimed) {
-    claimed->from_line = true;
+    claimed->from_line = f.section != LineSection::Returned;
     claimed->waited = f.issued_ms > 0 ? std::max<int64_t>(0, unixMs() - f.issued_ms) : 0;
     claimed->inversion = inversion;
   }
@@ -420,40 +464,55 @@ uint64_t ClusterLine::takeWanted() {
   return layout_->cluster->wanted.exchange(0, std::memory_order_seq_cst);
 }
 
-void ClusterLine::setRemoteBans(const std::vector<std::pair<std::array<uint8_t, 16>, int64_t>>& bans) {
-  ClusterArea& area = *layout_->cluster;
-  area.bans_version.fetch_add(1, std::memory_order_seq_cst);
-  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(bans.size(), kClusterBans));
+void ClusterLine::setMarks(ClusterMarks& table, const std::vector<ClusterMarkValue>& marks) {
+  table.version.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(marks.size(), kClusterMarks));
   for (uint32_t i = 0; i < count; ++i) {
-    uint64_t a = 0, b = 0;
-    std::memcpy(&a, bans[i].first.data(), 8);
-    std::memcpy(&b, bans[i].first.data() + 8, 8);
-    area.bans[i].a.store(a, std::memory_order_relaxed);
-    area.bans[i].b.store(b, std::memory_order_relaxed);
-    area.bans[i].until.store(bans[i].second, std::memory_order_relaxed);
+    table.marks[i].a.store(marks[i].a, std::memory_order_relaxed);
+    table.marks[i].b.store(marks[i].b, std::memory_order_relaxed);
+    table.marks[i].until.store(marks[i].until, std::memory_order_relaxed);
   }
-  area.bans_count.store(count, std::memory_order_relaxed);
-  area.bans_version.fetch_add(1, std::memory_order_seq_cst);
+  table.count.store(count, std::memory_order_relaxed);
+  table.version.fetch_add(1, std::memory_order_seq_cst);
+}
+
+bool ClusterLine::hasMark(const ClusterMarks& table, uint64_t a, uint64_t b, int64_t unix_s) const {
+  if (!enabled()) return false;
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const uint64_t before = table.version.load(std::memory_order_seq_cst);
+    if (before & 1) continue;
+    bool found = false;
+    const uint32_t count = std::min(table.count.load(std::memory_order_relaxed), kClusterMarks);
+    for (uint32_t i = 0; i < count && !found; ++i)
+      found = table.marks[i].a.load(std::memory_order_relaxed) == a &&
+              table.marks[i].b.load(std::memory_order_relaxed) == b &&
+              table.marks[i].until.load(std::memory_order_relaxed) > unix_s;
+    if (table.version.load(std::memory_order_seq_cst) == before) return found;
+  }
+  return false;
+}
+
+void ClusterLine::setRemoteBans(const std::vector<ClusterMarkValue>& bans) {
+  setMarks(layout_->cluster->bans, bans);
+}
+
+void ClusterLine::setPromotions(const std::vector<ClusterMarkValue>& promoted) {
+  setMarks(layout_->cluster->promoted, promoted);
 }
 
 bool ClusterLine::bannedRemotely(const uint8_t key[16], int64_t unix_s) const {
-  const ClusterArea& area = *layout_->cluster;
-  if (!enabled()) return false;
   uint64_t a = 0, b = 0;
   std::memcpy(&a, key, 8);
   std::memcpy(&b, key + 8, 8);
-  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
-    const uint64_t before = area.bans_version.load(std::memory_order_seq_cst);
-    if (before & 1) continue;
-    bool banned = false;
-    const uint32_t count = std::min(area.bans_count.load(std::memory_order_relaxed), kClusterBans);
-    for (uint32_t i = 0; i < count && !banned; ++i)
-      banned = area.bans[i].a.load(std::memory_order_relaxed) == a &&
-               area.bans[i].b.load(std::memory_order_relaxed) == b &&
-               area.bans[i].until.load(std::memory_order_relaxed) > unix_s;
-    if (area.bans_version.load(std::memory_order_seq_cst) == before) return banned;
-  }
-  return false;
+  return hasMark(layout_->cluster->bans, a, b, unix_s);
+}
+
+bool ClusterLine::promotedElsewhere(uint64_t ticket, uint64_t nonce, int64_t unix_s) const {
+  return hasMark(layout_->cluster->promoted, ticket, nonce, unix_s);
+}
+
+void ClusterLine::promote(uint64_t ticket, uint64_t nonce, int64_t until) {
+  if (enabled()) post({NoteKind::Promote, ticket, nonce, until});
 }
 
 void ClusterLine::countRoundTrip() {

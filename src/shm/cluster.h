@@ -35,10 +35,18 @@
 // writer never blocks a reader, and a SIGKILLed agent leaves the copy in use
 // whole (the master starts another agent).
 //
+// The copy lists returned tickets, then the line's head, then missed
+// tickets (LineSection), each in the engine's order; a ticket's rank is its
+// index in that list.
+//
 // A ticket's place on this host, looked up by its cookie:
-//   ranked   in the copy with the cookie's nonce: position = rank + 1; its
+//   ranked   in the copy with the cookie's nonce: returned or waiting, its
 //            turn has come when rank < horizon (engine up), or when a slot is
-//            free here (engine away, -cluster-fail open; never with closed)
+//            free here (engine away, -cluster-fail open; never with closed).
+//            Position: 1 for a returned ticket, else its rank in the line
+//            alone + 1 (returned tickets go first but are not counted ahead:
+//            a position never grows). A missed ticket is shown at the back
+//            and its touch goes to the engine at once, which returns it.
 //   pending  not in the copy yet (issued less than kPendingMs ago, here or on
 //            another host), or perhaps beyond the copy's end (a line longer
 //            than kClusterMirror), or the engine is away: waits at the back
@@ -62,8 +70,9 @@
 //
 // Notes to the engine (kClusterNotes entries): Enroll (a ticket issued
 // here), Touch (its holder was seen here: the engine's TTL and first-poll
-// grace restart from the last touch on any host), Leave (claimed, retired,
-// removed here). A writer takes a position by CAS only while fewer than
+// grace restart from the last touch on any host; at most one per ticket
+// every kTouchEveryMs from this host, `touched` remembers when), Leave
+// (claimed, retired, removed here). A writer takes a position by CAS only while fewer than
 // kClusterNotes are unread, writes the note, then its seq. The agent reads
 // notes in order; a note whose seq is not written within kNoteWaitMs (its
 // writer was killed in between) is skipped. A full mailbox drops the note:
@@ -81,12 +90,15 @@
 // ids come from kLocalIds up: from a random start per host, then counting,
 // so that they are unique in practice; they are placed like any other.
 //
-// Bans. A ban that begins on a host goes to the engine (the agent finds it
-// in the client table, clients.h); every host's agent copies the room's bans
-// in force into `bans` (at most kClusterBans) under a seqlock (bans_version
-// odd while it writes; a reader that keeps finding it changing answers "not
-// banned", as the client table fails open), and a request's ban check looks
-// there too (bannedRemotely).
+// Bans and promotions. A ban that begins on a host goes to the engine (the
+// agent finds it in the client table, clients.h); a ticket promoted by
+// POST /_room/promote on a host goes there as a Promote note. Every host's
+// agent copies the room's bans in force and promotions into `bans` and
+// `promoted` (at most kClusterMarks each) under a seqlock (`version` odd
+// while it writes; a reader that keeps finding it changing answers "no",
+// as the client table fails open). A request's ban check looks there too
+// (bannedRemotely), and so does the collection of a promoted ticket's room
+// pass (promotedElsewhere), whichever host its holder reaches.
 //
 // A SIGKILLed worker leaves at most a note position taken and never
 // written (skipped), a ticket number taken and never used (a gap: ranks,
@@ -94,7 +106,6 @@
 // Nothing names a slot: reclaim has nothing to do.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -106,6 +117,7 @@
 namespace concert::shm {
 
 class AdmitRate;
+struct ClusterMarks;
 class LineRate;
 class Modes;
 class PageSemaphore;
@@ -118,13 +130,26 @@ enum class ClusterState : uint32_t {
   Down = 3,     // unreachable or too slow: -cluster-fail decides
 };
 
-enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3 };
+enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3, Promote = 4 };
 
 struct ClusterNoteValue {
   NoteKind kind = NoteKind::Touch;
   uint64_t id = 0;
   uint64_t nonce = 0;
-  int64_t issued_ms = 0;  // Enroll: Unix ms
+  int64_t issued_ms = 0;  // Enroll: Unix ms; Promote: the promotion's end, Unix s
+};
+
+// A mark the room's hosts share (bans, promotions): two words and an end (Unix s).
+struct ClusterMarkValue {
+  uint64_t a = 0, b = 0;
+  int64_t until = 0;
+};
+
+// Where a ticket stands in the engine (engine.h: P:back, P:line, P:missed).
+enum class LineSection : uint8_t {
+  Returned,  // missed its turn, its holder came back: first when a slot frees
+  Waiting,   // in line
+  Missed,    // its turn came and was not taken: holds no place until it is seen again
 };
 
 // One ticket of the engine's line as the agent read it.
@@ -132,6 +157,7 @@ struct ClusterLineEntry {
   uint64_t id = 0;
   uint64_t nonce = 0;
   int64_t issued_ms = 0;
+  LineSection section = LineSection::Waiting;
 };
 
 // What the agent learnt in one round, for publish().
@@ -148,6 +174,7 @@ class ClusterLine final : public Handle, public Line {
   static constexpr Millis kPendingMs = 3'000;
   static constexpr Millis kNoteWaitMs = 1'000;
   static constexpr Millis kBlockAgeMs = 500;
+  static constexpr Millis kTouchEveryMs = 2'000;
   static constexpr uint64_t kLocalIds = uint64_t{1} << 46;  // ids below are the engine's numbers
   static constexpr uint64_t kMaxId = (uint64_t{1} << 47) - 1;
 
@@ -191,6 +218,10 @@ class ClusterLine final : public Handle, public Line {
 
   // A ban in force for `key` (clients.h keys) that began on another host.
   bool bannedRemotely(const uint8_t key[16], int64_t unix_s) const;
+  // Ticket `ticket` (with `nonce`) was promoted on some host, until a time past `unix_s`.
+  bool promotedElsewhere(uint64_t ticket, uint64_t nonce, int64_t unix_s) const;
+  // A promotion made here, for every host (until: Unix s).
+  void promote(uint64_t ticket, uint64_t nonce, int64_t until);
 
   // -- the master
   void configure(bool enabled, bool fail_open, int64_t lease);
@@ -202,7 +233,8 @@ class ClusterLine final : public Handle, public Line {
   void offerNumbers(uint64_t first, uint32_t count);
   uint32_t numbersLeft() const;
   // The round's figures, then (when `line` is set) the line itself, head
-  // first; pending goes back to 0. Wakes PageSlot waiters: positions moved.
+  // first; pending goes back to 0. Wakes PageSlot waiters when positions or
+  // turns may have moved.
   void publish(const ClusterRound& round, const std::vector<ClusterLineEntry>* line, bool truncated, Millis now);
   // The line as last published (re-enrolment after the engine lost it).
   std::vector<ClusterLineEntry> mirrored() const;
@@ -211,8 +243,9 @@ class ClusterLine final : public Handle, public Line {
   std::vector<ClusterNoteValue> takeNotes(size_t max, Millis now);
   // Demand seen since the last call (workers' turns that found no slot).
   uint64_t takeWanted();
-  // The room's bans in force: client key, end (Unix s).
-  void setRemoteBans(const std::vector<std::pair<std::array<uint8_t, 16>, int64_t>>& bans);
+  // The room's bans in force (a, b: the client key's words) and promotions (a: ticket, b: nonce).
+  void setRemoteBans(const std::vector<ClusterMarkValue>& bans);
+  void setPromotions(const std::vector<ClusterMarkValue>& promoted);
   void countRoundTrip();
 
  private:
@@ -222,7 +255,9 @@ class ClusterLine final : public Handle, public Line {
   enum class Where { Ranked, Pending, Gone };
   struct Found {
     Where where = Where::Gone;
-    int64_t rank = 0;
+    int64_t rank = 0;      // Ranked: in the whole list (returned, line, missed)
+    int64_t position = 0;  // Ranked: what the visitor is shown
+    LineSection section = LineSection::Waiting;
     uint64_t nonce = 0;
     int64_t issued_ms = 0;
   };
@@ -232,6 +267,10 @@ class ClusterLine final : public Handle, public Line {
   TicketView view(const TicketCookie& cookie, Millis now, bool touch);
   bool ready(int64_t rank) const;
   void post(const ClusterNoteValue& note);
+  static void setMarks(ClusterMarks& table, const std::vector<ClusterMarkValue>& marks);
+  bool hasMark(const ClusterMarks& table, uint64_t a, uint64_t b, int64_t unix_s) const;
+  // A Touch note, unless this host sent one for the ticket less than kTouchEveryMs ago.
+  void touchNote(const TicketCookie& cookie, Millis now);
   uint64_t takeNumber();
   // recent: the word for `id`, or 0.
   uint64_t recentWord(uint64_t id) const;

@@ -382,10 +382,12 @@ struct ClusterTicket {
 };
 
 // One copy of the line's head: order[r] is the ticket of rank r (0 = the
-// head); index[] is an open-addressing map id -> rank (word id << 16 | rank,
+// head; returned tickets, then the line, then missed ones, cluster.h); index[] is an open-addressing map id -> rank (word id << 16 | rank,
 // 0 = empty, linear probing from the id's hash).
 struct ClusterMirror {
   std::atomic<uint32_t> count;
+  std::atomic<uint32_t> returned;   // order[0, returned) are returned tickets (LineSection)
+  std::atomic<uint32_t> waiting;    // order[returned, returned + waiting) the line; then missed ones
   std::atomic<uint32_t> truncated;  // the line is longer than kClusterMirror
   ClusterTicket order[kClusterMirror];
   std::atomic<uint64_t> index[kClusterIndex];
@@ -400,11 +402,19 @@ struct ClusterNote {
   std::atomic<int64_t> issued_ms;
 };
 
-// A ban in force on some host of the room (the engine's P:bans), as the
-// agent last read it: the client key's two words and the ban's end (Unix s).
-struct ClusterBan {
+// Marks the room's hosts share (cluster.h): a ban in force (a, b = the
+// client key's two words) or a promotion (a = ticket, b = nonce), and its
+// end (Unix s), as the agent last read them from the engine. The agent
+// rewrites a table under `version` (odd while it writes).
+struct ClusterMark {
   std::atomic<uint64_t> a, b;
   std::atomic<int64_t> until;
+};
+
+struct alignas(64) ClusterMarks {
+  std::atomic<uint64_t> version;
+  std::atomic<uint32_t> count;
+  ClusterMark marks[kClusterMarks];
 };
 
 struct alignas(64) ClusterArea {
@@ -428,9 +438,9 @@ struct alignas(64) ClusterArea {
   alignas(64) std::atomic<uint64_t> notes_reserved;  // workers, by CAS: notes taken
   alignas(64) std::atomic<uint64_t> notes_read;      // agent: notes consumed
   alignas(64) std::atomic<uint64_t> recent[kClusterRecent];  // id << 17 | departed << 16 | seconds (mod 2^16)
-  alignas(64) std::atomic<uint64_t> bans_version;  // agent: odd while it rewrites bans[]
-  std::atomic<uint32_t> bans_count;
-  ClusterBan bans[kClusterBans];
+  alignas(64) std::atomic<uint64_t> touched[kClusterRecent];  // id << 16 | seconds (mod 2^16) of its last Touch note
+  ClusterMarks bans;      // agent: the room's bans in force (P:bans)
+  ClusterMarks promoted;  // agent: tickets promoted on any host (P:promoted)
   ClusterNote notes[kClusterNotes];
   ClusterMirror mirrors[2];
 };

@@ -363,6 +363,47 @@ TEST_CASE("TestParseConfig_ShortSecretRejected") {
   CHECK(okConfig(exact).admit_secret == std::string(32, 'k'));
 }
 
+TEST_CASE("-cluster: a redis URL, the room, the lease, and the shared secret it needs") {
+  LoadResult off = run({}, withSecret());
+  CHECK(okConfig(off).cluster.empty());
+  CHECK(okConfig(off).cluster_url.host.empty());
+  CHECK(okConfig(off).cluster_room == "concert");
+  CHECK(okConfig(off).cluster_lease == 4);
+  CHECK(okConfig(off).cluster_lease_ttl == 10'000);
+  CHECK(okConfig(off).cluster_fail == "open");
+
+  LoadResult on = run({"-cluster", "redis://10.0.0.5:6380/2", "-cluster-room", "shop-1", "-cluster-lease", "8",
+                       "-cluster-lease-ttl", "5s", "-cluster-fail", "closed"},
+                      withSecret());
+  const Config& c = okConfig(on);
+  CHECK(c.cluster_url.host == "10.0.0.5");
+  CHECK(c.cluster_url.port == 6380);
+  CHECK(c.cluster_url.db == 2);
+  CHECK(c.cluster_room == "shop-1");
+  CHECK(c.cluster_lease == 8);
+  CHECK(c.cluster_lease_ttl == 5'000);
+  CHECK(c.cluster_fail == "closed");
+  LoadResult defaults = run({"-cluster", "redis://cache.internal"}, withSecret());
+  CHECK(okConfig(defaults).cluster_url.port == 6379);
+  CHECK(okConfig(defaults).cluster_url.db == 0);
+  LoadResult v6 = run({"-cluster", "redis://[::1]:7000"}, withSecret());
+  CHECK(okConfig(v6).cluster_url.host == "::1");
+  CHECK(okConfig(v6).cluster_url.port == 7000);
+
+  for (const char* bad : {"10.0.0.5:6379", "http://10.0.0.5", "redis://", "redis://:6379", "redis://h:0",
+                          "redis://h:99999", "redis://h:x", "redis://h/16", "redis://h/x", "redis://u@h"})
+    expectFlagError("cluster", bad, "redis://host:port");
+  expectFlagError("cluster-fail", "maybe", "open or closed");
+  expectFlagError("cluster-room", "a b", "letters, digits");
+  expectFlagError("cluster-lease", "0");
+  expectFlagError("cluster-lease-ttl", "100ms");
+
+  // Tickets and passes must mean the same on every host: no random secret.
+  LoadResult generated = run({"-cluster", "redis://127.0.0.1:6379"}, {});
+  CHECK_FALSE(generated.ok());
+  CHECK(contains(generated.errors, "-cluster (flag): needs CONCERT_ADMIT_SECRET"));
+}
+
 TEST_CASE("TestNormalize_ClampsRetryAfter") {
   LoadResult r;
   CHECK(expectFlagOk(r, "retry-after", "0").retry_after == 1);

@@ -139,6 +139,11 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"event-start", "CONCERT_EVENT_START"},
       {"prequeue", "CONCERT_PREQUEUE"},
       {"shuffle-prequeue", "CONCERT_SHUFFLE_PREQUEUE"},
+      {"cluster", "CONCERT_CLUSTER"},
+      {"cluster-room", "CONCERT_CLUSTER_ROOM"},
+      {"cluster-lease", "CONCERT_CLUSTER_LEASE"},
+      {"cluster-lease-ttl", "CONCERT_CLUSTER_LEASE_TTL"},
+      {"cluster-fail", "CONCERT_CLUSTER_FAIL"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;
