@@ -34,7 +34,8 @@ common::Language pageLanguage(const http::Request& request);
 // while Concert has seen too few admissions from the line to say (JSON
 // null): the line's measured pace, shm/line_rate.h. The one source of every
 // eta_seconds (/queue/status, the position events, the JSON 429) and of what
-// the waiting page shows.
+// the waiting page shows. With -cluster the pace is this host's, so the
+// position counts for position / hosts.
 std::optional<int64_t> etaSeconds(const shm::Segment& segment, int64_t position);
 
 // The waiting page (the configured -html template, else the built-in page)

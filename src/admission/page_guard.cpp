@@ -485,7 +485,6 @@ class PageGuard final : public RequestGuard {
       return busy(request, "no slot free");
     }
     state_ = State::SessionHeld;
-    segment().cluster().wantSlot();
     hold_deadline_ = now + config_.session_hold;
     segment().sessions().enter(context_.slot, rank_);
     in_session_wait_ = true;
@@ -521,8 +520,10 @@ class PageGuard final : public RequestGuard {
     const int64_t line = tickets().liveQueueDepth();
     const int64_t free = static_cast<int64_t>(segment().pages().cap()) - segment().pages().occupancy();
     const int64_t owed = segment().modes().lineMoves() ? sessions.owed(line) : 0;
-    if (free - owed - sessions.waitingAhead(rank_) <= 0) return false;
-    if (!segment().pages().tryAcquire(context_.slot)) return false;
+    if (free - owed - sessions.waitingAhead(rank_) <= 0 || !segment().pages().tryAcquire(context_.slot)) {
+      segment().cluster().wantSlot();  // -cluster: this host's share is spent; the agent asks for more
+      return false;
+    }
     holding_page_ = true;
     if (segment().modes().lineMoves()) sessions.sessionAdmitted(line, config_.newcomer_share);
     count(rank_ == shm::kSessionRank ? shm::Counter::AdmissionsSessionTotal : shm::Counter::AdmissionsPriorityTotal);

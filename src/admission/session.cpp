@@ -18,7 +18,9 @@ std::optional<AdmitPass> presentedPass(const AdmissionContext& context, const ht
 
 std::optional<AdmitPass> sessionPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now) {
   std::optional<AdmitPass> pass = presentedPass(context, request, unix_now);
-  if (pass && context.segment->revocations().revoked(pass->id.data(), unix_now)) return std::nullopt;
+  if (pass && (context.segment->revocations().revoked(pass->id.data(), unix_now) ||
+               context.segment->cluster().revokedElsewhere(pass->id.data(), unix_now)))
+    return std::nullopt;
   return pass;
 }
 
@@ -28,6 +30,7 @@ bool endSession(const AdmissionContext& context, const http::Request& request, i
   const int64_t until = unix_now + context.config->admit_ttl / 1000;
   const shm::RevokeOutcome outcome =
       context.segment->revocations().revoke(pass->id.data(), until, unix_now, context.slot);
+  context.segment->cluster().revoke(pass->id.data(), until);  // -cluster: every host refuses it too
   return outcome != shm::RevokeOutcome::Busy && outcome != shm::RevokeOutcome::Ignored;
 }
 

@@ -84,7 +84,8 @@ class Agent {
         segment_(*context.segment),
         cluster_(segment_.cluster()),
         host_(hostName(context.master_pid)),
-        endpoint_("redis://" + config_.cluster_url.host + ":" + std::to_string(config_.cluster_url.port)) {}
+        endpoint_("redis://" + config_.cluster_url.host + ":" + std::to_string(config_.cluster_url.port)),
+        hosts_seen_(std::max(1, cluster_.hosts())) {}  // an agent started again keeps what the last one saw
 
   ~Agent() {
     dropConnection();
@@ -326,6 +327,7 @@ class Agent {
     enrolled_ = 0;
     r.bans = newBans(now);
     r.claim_window_ms = config_.claim_window;
+    r.marks_version = marks_version_;
     eval(Call::Sync, kSyncScript, syncKeys(config_.cluster_room), syncArgs(r));
   }
 
@@ -375,8 +377,12 @@ class Agent {
       }
     }
     synced_mode_ = sync->mode;
-    cluster_.setRemoteBans(sync->bans);
-    cluster_.setPromotions(sync->promoted);
+    if (sync->marks_version != marks_version_) {
+      cluster_.setRemoteBans(sync->bans);
+      cluster_.setPromotions(sync->promoted);
+      cluster_.setRevocations(sync->revoked);
+      marks_version_ = sync->marks_version;
+    }
     if (sync->missed > 0) {
       segment_.stats().count(shm::Counter::MissedTurnsTotal, static_cast<uint64_t>(sync->missed));
       LOG_INFO("cluster: %lld turns missed: not taken within the claim window", static_cast<long long>(sync->missed));
@@ -433,6 +439,8 @@ class Agent {
       notes.push_back(noteArg({shm::NoteKind::Enroll, e.id, e.nonce, e.issued_ms}, true));
     unsent_.insert(unsent_.begin(), notes.begin(), notes.end());
     version_ = -1;
+    marks_version_ = -1;
+    sent_bans_.clear();  // the engine lost them too
     LOG_WARN("cluster engine %s lost the room's data: re-enrolling %zu waiting visitors in their order; no new "
              "slots anywhere for %s",
              endpoint_.c_str(), line.size(), config::goDurationString(config_.cluster_lease_ttl).c_str());
@@ -493,6 +501,7 @@ class Agent {
   shm::ClusterLine& cluster_;
   const std::string host_;
   const std::string endpoint_;
+  int hosts_seen_;
   event_base* base_ = nullptr;
   event* tick_ = nullptr;
   std::vector<event*> events_;
@@ -511,11 +520,11 @@ class Agent {
   SyncReply sync_;
   std::string epoch_;
   int64_t version_ = -1;
+  int64_t marks_version_ = -1;
   int64_t synced_cap_ = 0;
   int64_t sent_cap_ = 0;
   std::string synced_mode_;
   std::string sent_mode_;
-  int hosts_seen_ = 1;
   int64_t enrolled_ = 0;
   int64_t block_size_ = kBlockMin;
   Millis block_at_ = -shm::ClusterLine::kBlockAgeMs;

@@ -5,10 +5,13 @@
 // Every kRound (100 ms) it runs one round with the engine (engine.h), all
 // asynchronous on its own libevent loop (hiredis' libevent adapter):
 //   1. the notes workers left since the last round (enrolments, touches,
-//      departures; shm/cluster.h), as one NOTES script
-//   2. SYNC: renew the host's lease and report what it has in flight; get
-//      its share of the cap, the line's figures, cap, mode and bans, a block
-//      of ticket numbers when the old one runs low or grows old
+//      departures, promotions, ended sessions; shm/cluster.h), as one NOTES
+//      script
+//   2. SYNC: renew the host's lease and report what it has in flight and
+//      whether a request found no slot; send the bans that began here; get
+//      its share of the cap, the line's figures, cap and mode, the room's
+//      bans, promotions and ended sessions (when they changed), a block of
+//      ticket numbers when the old one runs low or grows old
 //   3. FETCH the line's head, when it moved since the last round
 // and then publishes what it learnt into the segment: the page semaphore's
 // cap becomes the host's share, the cache of the line is swapped, waiting

@@ -50,19 +50,21 @@ std::optional<uint64_t> hexOf(std::string_view s) {
 }  // namespace
 
 std::vector<std::string> notesKeys(std::string_view room) {
-  return keys(room, {"line", "tix", "seen", "ver", "seq", "order", "back", "missed", "ready", "epoch", "promoted"});
+  return keys(room, {"line", "tix", "seen", "ver", "seq", "order", "back", "missed", "ready", "epoch", "promoted",
+                     "revoked", "marks"});
 }
 
 std::vector<std::string> syncKeys(std::string_view room) {
   return keys(room, {"hosts", "resv", "busy", "cap", "mode", "line", "seen", "tix", "ver", "epoch", "grace", "seq",
-                     "bans", "back", "missed", "ready", "order", "promoted"});
+                     "bans", "back", "missed", "ready", "order", "promoted", "revoked", "marks"});
 }
 
 std::vector<std::string> fetchKeys(std::string_view room) {
   return keys(room, {"line", "tix", "back", "missed"});
 }
 
-// KEYS: line tix seen ver seq order back missed ready epoch promoted.
+// KEYS: line tix seen ver seq order back missed ready epoch promoted revoked
+// marks.
 // ARGV: ttl ms, first-poll grace ms, the epoch the host knows ("" = none
 // yet), then one note per argument. Answers -1, applying nothing, when the
 // engine has another epoch (or none): it lost the room, and the host's next
@@ -74,7 +76,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local changed = 0
 for i = 4, #ARGV do
-  local kind, id, nonce, issued = string.match(ARGV[i], '^(%a) (%d+) ?(%x*) ?(%d*)$')
+  local kind, id, nonce, issued = string.match(ARGV[i], '^(%a) (%x+) ?(%x*) ?(%d*)$')
   if kind == 'E' or kind == 'R' then
     if not (redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[7], id) or
             redis.call('ZSCORE', KEYS[8], id)) then
@@ -85,8 +87,9 @@ for i = 4, #ARGV do
       redis.call('ZADD', KEYS[3], now + (kind == 'E' and grace or ttl), id)
       changed = changed + 1
     end
-  elseif kind == 'P' then
-    redis.call('ZADD', KEYS[11], 'GT', issued, id .. ':' .. nonce)
+  elseif kind == 'P' or kind == 'V' then
+    redis.call('ZADD', KEYS[kind == 'P' and 11 or 12], 'GT', issued, id .. ':' .. nonce)
+    redis.call('INCR', KEYS[13])
   elseif kind == 'T' then
     if redis.call('ZSCORE', KEYS[8], id) then
       -- it missed its turn and its holder is back: ahead of the line
@@ -112,10 +115,10 @@ return changed
 )lua";
 
 // KEYS: hosts resv busy cap mode line seen tix ver epoch grace seq bans back
-// missed ready order promoted.
+// missed ready order promoted revoked marks.
 // ARGV: host, lease ttl ms, lease, busy, wanted, cap, push cap, mode, push
-// mode, known epoch, new epoch, block, reap limit, claim window ms, then
-// "key:until" per new ban.
+// mode, known epoch, new epoch, block, reap limit, claim window ms, the marks
+// version the host has, then "key:until" per new ban.
 const char* const kSyncScript = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -160,8 +163,16 @@ for h, n in pairs(resv) do
 end
 local hosts = redis.call('ZCARD', KEYS[1])
 local spare = math.max(0, cap - in_use)
-local headroom = math.min(lease, math.ceil(spare / math.max(hosts, 1)))
-if ARGV[5] == '1' and headroom < 1 and spare > 0 then headroom = 1 end
+-- Headroom: while nobody waits, each host a part of the free slots, so that
+-- arrivals go straight in anywhere; while the line waits, only to a host
+-- where a turn found no slot (the others give theirs back).
+local waiting = redis.call('ZCARD', KEYS[6]) + redis.call('ZCARD', KEYS[14])
+local headroom = 0
+if waiting == 0 then
+  headroom = math.min(lease, math.ceil(spare / math.max(hosts, 1)))
+elseif ARGV[5] == '1' then
+  headroom = math.min(lease, spare)
+end
 local grant = math.max(0, math.min(busy + headroom, cap - others))
 local horizon = spare
 if tonumber(redis.call('GET', KEYS[11]) or '0') > now then
@@ -210,18 +221,23 @@ if changed + missed > 0 then redis.call('INCR', KEYS[9]) end
 local first = 0
 local n = tonumber(ARGV[12])
 if n > 0 then first = redis.call('INCRBY', KEYS[12], n) - n + 1 end
-for i = 15, #ARGV do
+for i = 16, #ARGV do
   local key, untils = string.match(ARGV[i], '^(%x+):(%d+)$')
   if key and tonumber(untils) > tonumber(redis.call('ZSCORE', KEYS[13], key) or '0') then
     redis.call('ZADD', KEYS[13], untils, key)
+    redis.call('INCR', KEYS[20])
   end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', math.floor(now / 1000))
-local bans = redis.call('ZRANGE', KEYS[13], 0, 1023, 'WITHSCORES')
-redis.call('ZREMRANGEBYSCORE', KEYS[18], '-inf', math.floor(now / 1000))
-local promoted = redis.call('ZRANGE', KEYS[18], 0, 1023, 'WITHSCORES')
+-- bans, promotions and ended sessions: every one in force, when they changed
+local marks = tonumber(redis.call('GET', KEYS[20]) or '0')
+local lists = {{}, {}, {}}
+for i, key in ipairs({KEYS[13], KEYS[18], KEYS[19]}) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', math.floor(now / 1000))
+  if tostring(marks) ~= ARGV[15] then lists[i] = redis.call('ZRANGE', key, 0, 8191, 'WITHSCORES') end
+end
 return {grant, hosts, horizon, redis.call('ZCARD', KEYS[6]) + redis.call('ZCARD', KEYS[14]),
-        tonumber(redis.call('GET', KEYS[9]) or '0'), cap, mode, epoch, lost, first, #reaped, bans, missed, promoted}
+        tonumber(redis.call('GET', KEYS[9]) or '0'), cap, mode, epoch, lost, first, #reaped, missed, marks,
+        lists[1], lists[2], lists[3]}
 )lua";
 
 // KEYS: line tix back missed. ARGV: how many tickets at most.
@@ -260,6 +276,9 @@ std::string noteArg(const shm::ClusterNoteValue& note, bool reenroll) {
     case shm::NoteKind::Promote:
       std::snprintf(buf, sizeof buf, "P %" PRIu64 " %016" PRIx64 " %" PRId64, note.id, note.nonce, note.issued_ms);
       break;
+    case shm::NoteKind::Revoke:  // the pass id's two words, in hex
+      std::snprintf(buf, sizeof buf, "V %016" PRIx64 " %016" PRIx64 " %" PRId64, note.id, note.nonce, note.issued_ms);
+      break;
   }
   return buf;
 }
@@ -278,17 +297,18 @@ std::vector<std::string> syncArgs(const SyncRequest& r) {
                                   r.new_epoch,
                                   std::to_string(r.block),
                                   std::to_string(r.reap_limit),
-                                  std::to_string(r.claim_window_ms)};
+                                  std::to_string(r.claim_window_ms),
+                                  std::to_string(r.marks_version)};
   out.insert(out.end(), r.bans.begin(), r.bans.end());
   return out;
 }
 
 std::optional<SyncReply> parseSync(const Reply& reply) {
-  if (reply.type != Reply::Type::Array || reply.elements.size() != 14) return std::nullopt;
+  if (reply.type != Reply::Type::Array || reply.elements.size() != 16) return std::nullopt;
   const std::vector<Reply>& e = reply.elements;
   SyncReply out;
   std::optional<int64_t> n[13];
-  for (size_t i : {0, 1, 2, 3, 4, 5, 8, 9, 10, 12}) {
+  for (size_t i : {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12}) {
     n[i] = integerOf(e[i]);
     if (!n[i]) return std::nullopt;
   }
@@ -304,8 +324,10 @@ std::optional<SyncReply> parseSync(const Reply& reply) {
   out.lost = *n[8] != 0;
   out.block_first = static_cast<uint64_t>(*n[9]);
   out.reaped = *n[10];
-  out.missed = *n[12];
-  // Member, score pairs: bans (32 hex digits, end) and promotions ("id:nonce", end).
+  out.missed = *n[11];
+  out.marks_version = *n[12];
+  // Member, score pairs: bans (32 hex digits, end), promotions ("id:nonce",
+  // id decimal, nonce hex) and ended sessions ("a:b", both hex).
   auto pairs = [](const Reply& list, auto&& add) {
     if (list.type != Reply::Type::Array || list.elements.size() % 2 != 0) return false;
     for (size_t i = 0; i + 1 < list.elements.size(); i += 2) {
@@ -315,22 +337,31 @@ std::optional<SyncReply> parseSync(const Reply& reply) {
     }
     return true;
   };
-  const bool bans_ok = pairs(e[11], [&](const std::string& key, int64_t until) {
+  const bool bans_ok = pairs(e[13], [&](const std::string& key, int64_t until) {
     std::optional<uint64_t> a = hexOf(std::string_view(key).substr(0, 16));
     std::optional<uint64_t> b = key.size() == 32 ? hexOf(std::string_view(key).substr(16)) : std::nullopt;
     if (a && b) out.bans.push_back({bswap(*a), bswap(*b), until});
   });
-  const bool promoted_ok = pairs(e[13], [&](const std::string& member, int64_t until) {
+  auto halves = [](const std::string& member) -> std::pair<std::string_view, std::string_view> {
     const size_t colon = member.find(':');
-    Reply id_text;
-    id_text.type = Reply::Type::String;
-    id_text.str = member.substr(0, colon);
-    std::optional<int64_t> id = colon == std::string::npos ? std::nullopt : integerOf(id_text);
-    std::optional<uint64_t> nonce =
-        colon == std::string::npos ? std::nullopt : hexOf(std::string_view(member).substr(colon + 1));
-    if (id && *id > 0 && nonce) out.promoted.push_back({static_cast<uint64_t>(*id), *nonce, until});
+    if (colon == std::string::npos) return {};
+    return {std::string_view(member).substr(0, colon), std::string_view(member).substr(colon + 1)};
+  };
+  const bool promoted_ok = pairs(e[14], [&](const std::string& member, int64_t until) {
+    const auto [id_text, nonce_text] = halves(member);
+    Reply id;
+    id.type = Reply::Type::String;
+    id.str = std::string(id_text);
+    std::optional<int64_t> ticket = integerOf(id);
+    std::optional<uint64_t> nonce = hexOf(nonce_text);
+    if (ticket && *ticket > 0 && nonce) out.promoted.push_back({static_cast<uint64_t>(*ticket), *nonce, until});
   });
-  if (!bans_ok || !promoted_ok) return std::nullopt;
+  const bool revoked_ok = pairs(e[15], [&](const std::string& member, int64_t until) {
+    const auto [a_text, b_text] = halves(member);
+    std::optional<uint64_t> a = hexOf(a_text), b = hexOf(b_text);
+    if (a && b) out.revoked.push_back({*a, *b, until});
+  });
+  if (!bans_ok || !promoted_ok || !revoked_ok) return std::nullopt;
   return out;
 }
 

@@ -56,6 +56,11 @@
 //                     (Unix s): POST /_room/promote on any host; the ticket's
 //                     holder collects its room pass on whichever host it
 //                     reaches. Expired members are dropped by SYNC.
+//   P:revoked zset    "a:b" (a pass id's two words, 16 hex digits each) -> the
+//                     end (Unix s) of a session the origin ended on any host
+//   P:marks  integer  raised whenever P:bans, P:promoted or P:revoked gains a
+//                     member: SYNC sends the three lists only to a host whose
+//                     copy is older
 //
 // Times are the engine's clock (TIME), so hosts' clocks never meet, except
 // the issue time of a ticket and a ban's end, which are only shown or
@@ -96,6 +101,7 @@ extern const char* const kFetchScript;
 //   "T id"                touch
 //   "L id"                leave
 //   "P id nonce until"    promoted (until: Unix s)
+//   "V a b until"         a session ended (the pass id's words, hex)
 std::string noteArg(const shm::ClusterNoteValue& note, bool reenroll = false);
 
 // What this host tells SYNC.
@@ -114,6 +120,7 @@ struct SyncRequest {
   int64_t block = 0;         // ticket numbers wanted (0 = none)
   int64_t reap_limit = 1000;
   int64_t claim_window_ms = 10'000;  // -claim-window
+  int64_t marks_version = -1;        // P:marks as this host last read it (-1: never)
   std::vector<std::string> bans;  // bans that began here: "key:until" (32 hex digits, Unix s)
 };
 std::vector<std::string> syncArgs(const SyncRequest& request);
@@ -132,8 +139,10 @@ struct SyncReply {
   uint64_t block_first = 0;  // first of the block asked for (0: none)
   int64_t reaped = 0;        // tickets abandoned this round
   int64_t missed = 0;        // turns missed this round
+  int64_t marks_version = 0;  // P:marks; the three lists below are empty when the host's copy was current
   std::vector<shm::ClusterMarkValue> bans;      // every ban in force: the client key's words, end (Unix s)
   std::vector<shm::ClusterMarkValue> promoted;  // promotions: ticket, nonce, end (Unix s)
+  std::vector<shm::ClusterMarkValue> revoked;   // ended sessions: the pass id's words, end (Unix s)
 };
 
 // A reply as a tree of strings and integers, as hiredis delivers it (the

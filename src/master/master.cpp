@@ -769,7 +769,8 @@ void Master::janitor(Millis now) {
     LOG_INFO("%lld tickets abandoned: never seen after the first answer", static_cast<long long>(swept.ghosts));
   if (swept.missed > 0)
     LOG_INFO("%lld turns missed: not taken within the claim window", static_cast<long long>(swept.missed));
-  const shm::SaleTick sale = segment_->tickets().saleTick(unixMs());
+  // With -cluster the line is the engine's: no block of the ring to open.
+  const shm::SaleTick sale = config_->cluster.empty() ? segment_->tickets().saleTick(unixMs()) : shm::SaleTick{};
   if (sale.open && sale.first != logged_block_) {
     logged_block_ = sale.first;
     LOG_INFO("pre-queue open: arrivals take random places in tickets %llu and on",

@@ -42,6 +42,8 @@ config::ConfigPtr mergeReloadedConfig(const config::Config& running, const confi
   // The derived flag travels with the effective asset cap it describes.
   merged->asset_cap_derived =
       merged->asset_cap == running.asset_cap ? running.asset_cap_derived : fresh.asset_cap_derived;
+  // -cluster is restart-only: its parsed address stays with the running one.
+  merged->cluster_url = running.cluster_url;
   merged->admit_secret = running.admit_secret;
   merged->admit_secret_generated = running.admit_secret_generated;
   merged->admin_token = running.admin_token;

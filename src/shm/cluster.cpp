@@ -240,14 +240,16 @@ TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, bool touch)
   if (f.where == Where::Ranked) {
     v.raw_position = f.position;
     v.state = f.section != LineSection::Missed && ready(f.rank) ? TicketState::Ready : TicketState::Waiting;
-    // Its holder is back after a missed turn: the engine returns it on this note.
-    if (f.section == LineSection::Missed) post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
   } else {
     v.raw_position = layout_->cluster->depth.load(std::memory_order_relaxed) + 1;
     v.state = !up && ready(-1) ? TicketState::Ready : TicketState::Waiting;
   }
   v.position = v.state == TicketState::Waiting ? v.raw_position : 0;
-  if (touch) touchNote(cookie, now);
+  // A missed ticket's holder is back: the engine returns it on this note, sent at once.
+  if (touch && f.where == Where::Ranked && f.section == LineSection::Missed)
+    post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
+  else if (touch)
+    touchNote(cookie, now);
   return v;
 }
 
@@ -464,7 +466,9 @@ uint64_t ClusterLine::takeWanted() {
   return layout_->cluster->wanted.exchange(0, std::memory_order_seq_cst);
 }
 
-void ClusterLine::setMarks(ClusterMarks& table, const std::vector<ClusterMarkValue>& marks) {
+void ClusterLine::setMarks(ClusterMarks& table, std::vector<ClusterMarkValue> marks) {
+  std::sort(marks.begin(), marks.end(),
+            [](const ClusterMarkValue& x, const ClusterMarkValue& y) { return x.a != y.a ? x.a < y.a : x.b < y.b; });
   table.version.fetch_add(1, std::memory_order_seq_cst);
   const uint32_t count = static_cast<uint32_t>(std::min<size_t>(marks.size(), kClusterMarks));
   for (uint32_t i = 0; i < count; ++i) {
@@ -481,12 +485,20 @@ bool ClusterLine::hasMark(const ClusterMarks& table, uint64_t a, uint64_t b, int
   for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
     const uint64_t before = table.version.load(std::memory_order_seq_cst);
     if (before & 1) continue;
-    bool found = false;
-    const uint32_t count = std::min(table.count.load(std::memory_order_relaxed), kClusterMarks);
-    for (uint32_t i = 0; i < count && !found; ++i)
-      found = table.marks[i].a.load(std::memory_order_relaxed) == a &&
-              table.marks[i].b.load(std::memory_order_relaxed) == b &&
-              table.marks[i].until.load(std::memory_order_relaxed) > unix_s;
+    uint32_t low = 0, high = std::min(table.count.load(std::memory_order_relaxed), kClusterMarks);
+    while (low < high) {  // the first mark not below (a, b)
+      const uint32_t mid = low + (high - low) / 2;
+      const uint64_t ma = table.marks[mid].a.load(std::memory_order_relaxed);
+      const uint64_t mb = table.marks[mid].b.load(std::memory_order_relaxed);
+      if (ma < a || (ma == a && mb < b))
+        low = mid + 1;
+      else
+        high = mid;
+    }
+    const bool found = low < std::min(table.count.load(std::memory_order_relaxed), kClusterMarks) &&
+                       table.marks[low].a.load(std::memory_order_relaxed) == a &&
+                       table.marks[low].b.load(std::memory_order_relaxed) == b &&
+                       table.marks[low].until.load(std::memory_order_relaxed) > unix_s;
     if (table.version.load(std::memory_order_seq_cst) == before) return found;
   }
   return false;
@@ -513,6 +525,25 @@ bool ClusterLine::promotedElsewhere(uint64_t ticket, uint64_t nonce, int64_t uni
 
 void ClusterLine::promote(uint64_t ticket, uint64_t nonce, int64_t until) {
   if (enabled()) post({NoteKind::Promote, ticket, nonce, until});
+}
+
+void ClusterLine::setRevocations(const std::vector<ClusterMarkValue>& revoked) {
+  setMarks(layout_->cluster->revoked, revoked);
+}
+
+bool ClusterLine::revokedElsewhere(const uint8_t id[16], int64_t unix_s) const {
+  uint64_t a = 0, b = 0;
+  std::memcpy(&a, id, 8);
+  std::memcpy(&b, id + 8, 8);
+  return hasMark(layout_->cluster->revoked, a, b, unix_s);
+}
+
+void ClusterLine::revoke(const uint8_t id[16], int64_t until) {
+  if (!enabled()) return;
+  uint64_t a = 0, b = 0;
+  std::memcpy(&a, id, 8);
+  std::memcpy(&b, id + 8, 8);
+  post({NoteKind::Revoke, a, b, until});
 }
 
 void ClusterLine::countRoundTrip() {

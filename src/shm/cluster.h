@@ -90,15 +90,17 @@
 // ids come from kLocalIds up: from a random start per host, then counting,
 // so that they are unique in practice; they are placed like any other.
 //
-// Bans and promotions. A ban that begins on a host goes to the engine (the
-// agent finds it in the client table, clients.h); a ticket promoted by
-// POST /_room/promote on a host goes there as a Promote note. Every host's
-// agent copies the room's bans in force and promotions into `bans` and
-// `promoted` (at most kClusterMarks each) under a seqlock (`version` odd
-// while it writes; a reader that keeps finding it changing answers "no",
-// as the client table fails open). A request's ban check looks there too
-// (bannedRemotely), and so does the collection of a promoted ticket's room
-// pass (promotedElsewhere), whichever host its holder reaches.
+// Bans, promotions and ended sessions. A ban that begins on a host goes to
+// the engine (the agent finds it in the client table, clients.h); a ticket
+// promoted by POST /_room/promote on a host goes there as a Promote note, a
+// session the origin ended (Concert-Session: end) as a Revoke note. Every
+// host's agent copies the room's marks into `bans`, `promoted` and `revoked`
+// (at most kClusterMarks each, sorted) under a seqlock (`version` odd while
+// it writes; a reader that keeps finding it changing answers "no", as the
+// client table fails open), and the request path looks there too by binary
+// search: the ban check (bannedRemotely), the collection of a promoted
+// ticket's room pass (promotedElsewhere), the session check
+// (revokedElsewhere), whichever host the visitor reaches.
 //
 // A SIGKILLed worker leaves at most a note position taken and never
 // written (skipped), a ticket number taken and never used (a gap: ranks,
@@ -130,13 +132,13 @@ enum class ClusterState : uint32_t {
   Down = 3,     // unreachable or too slow: -cluster-fail decides
 };
 
-enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3, Promote = 4 };
+enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3, Promote = 4, Revoke = 5 };
 
 struct ClusterNoteValue {
   NoteKind kind = NoteKind::Touch;
   uint64_t id = 0;
   uint64_t nonce = 0;
-  int64_t issued_ms = 0;  // Enroll: Unix ms; Promote: the promotion's end, Unix s
+  int64_t issued_ms = 0;  // Enroll: Unix ms; Promote, Revoke: the end, Unix s
 };
 
 // A mark the room's hosts share (bans, promotions): two words and an end (Unix s).
@@ -222,6 +224,10 @@ class ClusterLine final : public Handle, public Line {
   bool promotedElsewhere(uint64_t ticket, uint64_t nonce, int64_t unix_s) const;
   // A promotion made here, for every host (until: Unix s).
   void promote(uint64_t ticket, uint64_t nonce, int64_t until);
+  // A session (pass `id`) ended elsewhere, until a time past `unix_s`.
+  bool revokedElsewhere(const uint8_t id[16], int64_t unix_s) const;
+  // A session ended here, for every host (until: Unix s).
+  void revoke(const uint8_t id[16], int64_t until);
 
   // -- the master
   void configure(bool enabled, bool fail_open, int64_t lease);
@@ -246,6 +252,7 @@ class ClusterLine final : public Handle, public Line {
   // The room's bans in force (a, b: the client key's words) and promotions (a: ticket, b: nonce).
   void setRemoteBans(const std::vector<ClusterMarkValue>& bans);
   void setPromotions(const std::vector<ClusterMarkValue>& promoted);
+  void setRevocations(const std::vector<ClusterMarkValue>& revoked);
   void countRoundTrip();
 
  private:
@@ -267,7 +274,7 @@ class ClusterLine final : public Handle, public Line {
   TicketView view(const TicketCookie& cookie, Millis now, bool touch);
   bool ready(int64_t rank) const;
   void post(const ClusterNoteValue& note);
-  static void setMarks(ClusterMarks& table, const std::vector<ClusterMarkValue>& marks);
+  static void setMarks(ClusterMarks& table, std::vector<ClusterMarkValue> marks);
   bool hasMark(const ClusterMarks& table, uint64_t a, uint64_t b, int64_t unix_s) const;
   // A Touch note, unless this host sent one for the ticket less than kTouchEveryMs ago.
   void touchNote(const TicketCookie& cookie, Millis now);

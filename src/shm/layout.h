@@ -403,9 +403,10 @@ struct ClusterNote {
 };
 
 // Marks the room's hosts share (cluster.h): a ban in force (a, b = the
-// client key's two words) or a promotion (a = ticket, b = nonce), and its
-// end (Unix s), as the agent last read them from the engine. The agent
-// rewrites a table under `version` (odd while it writes).
+// client key's two words), a promotion (a = ticket, b = nonce) or an ended
+// session (a, b = the pass id's two words), and its end (Unix s), as the
+// agent last read them from the engine. The agent rewrites a table, sorted
+// by (a, b), under `version` (odd while it writes).
 struct ClusterMark {
   std::atomic<uint64_t> a, b;
   std::atomic<int64_t> until;
@@ -441,6 +442,7 @@ struct alignas(64) ClusterArea {
   alignas(64) std::atomic<uint64_t> touched[kClusterRecent];  // id << 16 | seconds (mod 2^16) of its last Touch note
   ClusterMarks bans;      // agent: the room's bans in force (P:bans)
   ClusterMarks promoted;  // agent: tickets promoted on any host (P:promoted)
+  ClusterMarks revoked;   // agent: sessions the origin ended on any host (P:revoked)
   ClusterNote notes[kClusterNotes];
   ClusterMirror mirrors[2];
 };

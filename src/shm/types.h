@@ -51,7 +51,7 @@ constexpr uint32_t kClusterMirror = 16384;             // cluster.h: the engine'
 constexpr uint32_t kClusterIndex = 2 * kClusterMirror;  // the cache's id -> rank map
 constexpr uint32_t kClusterNotes = 8192;               // notes to the engine not yet sent
 constexpr uint32_t kClusterRecent = 4096;              // tickets issued or first seen lately
-constexpr uint32_t kClusterMarks = 1024;               // bans in force, promotions, across the room
+constexpr uint32_t kClusterMarks = 8192;               // bans, promotions, ended sessions, across the room
 
 // ---------------------------------------------------------------- tickets
 // What the room_ticket cookie carries (admission/cookies.h encodes it): the

@@ -31,10 +31,10 @@ Reply array(std::vector<Reply> elements) {
   return r;
 }
 
-Reply syncReply(std::vector<Reply> bans = {}, std::vector<Reply> promoted = {}) {
+Reply syncReply(std::vector<Reply> bans = {}, std::vector<Reply> promoted = {}, std::vector<Reply> revoked = {}) {
   return array({integer(3), integer(2), integer(5), integer(40), integer(17), integer(10), string("open"),
-                string("e1"), integer(1), integer(1001), integer(2), array(std::move(bans)), integer(4),
-                array(std::move(promoted))});
+                string("e1"), integer(1), integer(1001), integer(2), integer(4), integer(6), array(std::move(bans)),
+                array(std::move(promoted)), array(std::move(revoked))});
 }
 
 }  // namespace
@@ -42,8 +42,8 @@ Reply syncReply(std::vector<Reply> bans = {}, std::vector<Reply> promoted = {}) 
 TEST_CASE("every key of a room has the room's prefix") {
   for (const std::vector<std::string>& keys : {notesKeys("shop"), syncKeys("shop"), fetchKeys("shop")})
     for (const std::string& key : keys) CHECK(key.rfind("shop:", 0) == 0);
-  CHECK(syncKeys("r").size() == 17);
-  CHECK(notesKeys("r").size() == 10);
+  CHECK(syncKeys("r").size() == 20);
+  CHECK(notesKeys("r").size() == 13);
   CHECK(syncKeys("r")[0] == "r:hosts");
   CHECK(notesKeys("r")[0] == "r:line");
   CHECK(fetchKeys("r") == std::vector<std::string>{"r:line", "r:tix", "r:back", "r:missed"});
@@ -55,6 +55,7 @@ TEST_CASE("notes go to the engine as one argument each") {
   CHECK(noteArg({shm::NoteKind::Touch, 7, 1, 5}) == "T 7");
   CHECK(noteArg({shm::NoteKind::Leave, 7, 1, 5}) == "L 7");
   CHECK(noteArg({shm::NoteKind::Promote, 7, 0x10, 1'900'000'000}) == "P 7 0000000000000010 1900000000");
+  CHECK(noteArg({shm::NoteKind::Revoke, 0xab, 0xcd, 1'900'000'000}) == "V 00000000000000ab 00000000000000cd 1900000000");
 }
 
 TEST_CASE("SYNC's arguments are in the script's order, new bans last") {
@@ -72,15 +73,17 @@ TEST_CASE("SYNC's arguments are in the script's order, new bans last") {
   r.new_epoch = "ab";
   r.block = 64;
   r.claim_window_ms = 7'000;
+  r.marks_version = 3;
   r.bans = {"00ff:99"};
   const std::vector<std::string> args = syncArgs(r);
   CHECK(args == std::vector<std::string>{"web1:100", "10000", "4", "3", "1", "10", "0", "pause", "1", "", "ab", "64",
-                                         "1000", "7000", "00ff:99"});
+                                         "1000", "7000", "3", "00ff:99"});
 }
 
 TEST_CASE("SYNC's answer is read field by field; anything else is refused") {
   std::optional<SyncReply> s = parseSync(syncReply({string("0102030405060708090a0b0c0d0e0f10"), string("1900")},
-                                                   {string("42:00000000000000ff"), string("2000")}));
+                                                   {string("42:00000000000000ff"), string("2000")},
+                                                   {string("00000000000000ab:00000000000000cd"), string("2100")}));
   REQUIRE(s);
   CHECK(s->reserved == 3);
   CHECK(s->hosts == 2);
@@ -94,6 +97,7 @@ TEST_CASE("SYNC's answer is read field by field; anything else is refused") {
   CHECK(s->block_first == 1001);
   CHECK(s->reaped == 2);
   CHECK(s->missed == 4);
+  CHECK(s->marks_version == 6);
   REQUIRE(s->bans.size() == 1);
   CHECK(s->bans[0].a == 0x0807060504030201ull);  // the key's first eight bytes, as a word in memory order
   CHECK(s->bans[0].b == 0x100f0e0d0c0b0a09ull);
@@ -102,6 +106,10 @@ TEST_CASE("SYNC's answer is read field by field; anything else is refused") {
   CHECK(s->promoted[0].a == 42);
   CHECK(s->promoted[0].b == 0xff);
   CHECK(s->promoted[0].until == 2000);
+  REQUIRE(s->revoked.size() == 1);
+  CHECK(s->revoked[0].a == 0xab);
+  CHECK(s->revoked[0].b == 0xcd);
+  CHECK(s->revoked[0].until == 2100);
   // Redis hands Lua numbers back as integers, but WITHSCORES as strings: both are read.
   CHECK(parseSync(syncReply({string("0102030405060708090a0b0c0d0e0f10"), integer(5)})));
   CHECK_FALSE(parseSync(syncReply({string("aa")})));  // a key without its end

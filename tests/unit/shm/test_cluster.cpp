@@ -226,7 +226,7 @@ TEST_CASE("a long line: every rank is found; a ticket past the cached head waits
   std::vector<ClusterLineEntry> entries;
   for (uint64_t i = 1; i <= kClusterMirror + 5; ++i) entries.push_back({i * 3, i, 1'000});
   seg->cluster().publish(round(0, static_cast<int64_t>(entries.size())), &entries, true, 0);
-  for (uint64_t r : {0ull, 1ull, 4'000ull, uint64_t{kClusterMirror} - 1}) {
+  for (uint64_t r : {uint64_t{0}, uint64_t{1}, uint64_t{4'000}, uint64_t{kClusterMirror} - 1}) {
     TicketView v = seg->line().render(TicketCookie{entries[r].id, entries[r].nonce}, 0, kTtl);
     CHECK(v.state == TicketState::Waiting);
     CHECK(v.position == static_cast<int64_t>(r) + 1);
@@ -281,7 +281,7 @@ TEST_CASE("a touch goes to the engine at most once per ticket every few seconds"
   CHECK(notesOf(*seg, NoteKind::Touch, 5'000).size() == 1);
 }
 
-TEST_CASE("bans and promotions of other hosts hold here until they end") {
+TEST_CASE("bans, promotions and ended sessions of other hosts hold here until they end") {
   auto seg = makeCluster();
   std::array<uint8_t, 16> key{};
   key[15] = 7;
@@ -309,6 +309,28 @@ TEST_CASE("bans and promotions of other hosts hold here until they end") {
   CHECK(notes[0].id == 43);
   CHECK(notes[0].nonce == 10);
   CHECK(notes[0].issued_ms == 3'000);
+
+  // Sessions ended on other hosts, found by binary search among many.
+  std::vector<ClusterMarkValue> revoked;
+  for (uint64_t i = 0; i < 5'000; ++i) revoked.push_back({i * 7919 % 100'003, i, 2'000});
+  seg->cluster().setRevocations(revoked);
+  uint8_t id[16];
+  for (uint64_t i : {uint64_t{0}, uint64_t{1}, uint64_t{2'500}, uint64_t{4'999}}) {
+    const uint64_t word = i * 7919 % 100'003;
+    std::memcpy(id, &word, 8);
+    std::memcpy(id + 8, &i, 8);
+    CHECK(seg->cluster().revokedElsewhere(id, 1'000));
+    CHECK_FALSE(seg->cluster().revokedElsewhere(id, 2'000));
+  }
+  const uint64_t three = 3, ninety_nine = 99;
+  std::memcpy(id, &three, 8);
+  std::memcpy(id + 8, &ninety_nine, 8);
+  CHECK_FALSE(seg->cluster().revokedElsewhere(id, 1'000));
+  seg->cluster().revoke(id, 4'000);
+  std::vector<ClusterNoteValue> ended = notesOf(*seg, NoteKind::Revoke, 0);
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].id == 3);
+  CHECK(ended[0].nonce == 99);
 }
 
 TEST_CASE("the page semaphore's share may be 0: nobody new goes in") {

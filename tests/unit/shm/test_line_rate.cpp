@@ -32,13 +32,13 @@ std::unique_ptr<Segment> makeSegment(int32_t cap) {
 
 // Drives the estimator as the room does: admissions counted as they happen,
 // the janitor's pass once a second with the line's depth and the cap.
-struct Line {
+struct PacedLine {
   Segment& s;
   Millis now = 1000;
   int64_t depth = 100;  // visitors waiting
   double owed = 0;      // fractional admissions carried to the next second
 
-  explicit Line(Segment& segment) : s(segment) { pass(); }
+  explicit PacedLine(Segment& segment) : s(segment) { pass(); }
 
   void pass() { s.lineRate().roll(now, depth, s.pages().cap()); }
   void admit(int n) {
@@ -63,7 +63,7 @@ struct Line {
 TEST_CASE("no ETA before 20 admissions from the line, always one after") {
   auto s = makeSegment(2);
   LineRate& rate = s->lineRate();
-  Line line(*s);
+  PacedLine line(*s);
   CHECK_FALSE(rate.etaSeconds(5).has_value());
   CHECK_FALSE(rate.pace().has_value());
   line.admit(19);
@@ -86,7 +86,7 @@ TEST_CASE("no ETA before 20 admissions from the line, always one after") {
 
 TEST_CASE("a steady pace gives the right ETA") {
   auto s = makeSegment(2);
-  Line line(*s);
+  PacedLine line(*s);
   line.run(60, 3);
   CHECK(line.pace() == doctest::Approx(3).epsilon(0.02));
   CHECK(s->lineRate().etaSeconds(30).value() == 10);
@@ -103,7 +103,7 @@ TEST_CASE("a steady pace gives the right ETA") {
 
 TEST_CASE("a burst after a stall does not inflate the pace for long") {
   auto s = makeSegment(2);
-  Line line(*s);
+  PacedLine line(*s);
   line.run(120, 2);
   CHECK(line.pace() == doctest::Approx(2).epsilon(0.02));
   // The origin stalls for a minute: the line waits, nobody gets in.
@@ -127,7 +127,7 @@ TEST_CASE("a burst after a stall does not inflate the pace for long") {
 
 TEST_CASE("time without a line does not decay the pace") {
   auto s = makeSegment(2);
-  Line line(*s);
+  PacedLine line(*s);
   line.run(60, 3);
   const double before = line.pace();
   CHECK(before == doctest::Approx(3).epsilon(0.02));
@@ -151,7 +151,7 @@ TEST_CASE("time without a line does not decay the pace") {
 
 TEST_CASE("a cap change scales the pace at once and the buckets follow") {
   auto s = makeSegment(4);
-  Line line(*s);
+  PacedLine line(*s);
   line.run(60, 4);
   CHECK(line.pace() == doctest::Approx(4).epsilon(0.02));
   // Lowered to 1: a quarter of the pace from the moment it is set.
@@ -173,7 +173,7 @@ TEST_CASE("a cap change scales the pace at once and the buckets follow") {
 
 TEST_CASE("a cap change before the first bucket closes keeps what was seen") {
   auto s = makeSegment(2);
-  Line line(*s);
+  PacedLine line(*s);
   line.run(3, 10);  // 30 admissions in 3 s, no bucket closed yet
   CHECK(line.pace() == doctest::Approx(10).epsilon(0.02));
   s->pages().setCap(4);
@@ -238,7 +238,7 @@ TEST_CASE("only claims of waiting tickets count, and the janitor's sweep rolls t
 
 TEST_CASE("a reader racing the janitor and the claims always reads a sane pace") {
   auto s = makeSegment(2);
-  Line line(*s);
+  PacedLine line(*s);
   line.run(60, 3);
   std::atomic<bool> done{false};
   std::atomic<int> bad{0};
