@@ -14,6 +14,9 @@
 //                           release() gives the page slot back
 //
 //   queued: -queue-hold 0 (or the worker drains) → Done: 200 page / 429 JSON
+//           (with -cluster a ticket the engine has not placed yet is Held
+//           first, until it is placed or for kPlaceWait, so that the page
+//           shows its place rather than a guess)
 //           -queue-hold > 0 → Held ──(its turn: take a slot and claim)──▶ Holding
 //                               │ (ticket gone: issue again, as a new arrival)
 //                               └──hold deadline──▶ Done: 200 page / 429 JSON
@@ -109,6 +112,10 @@ namespace {
 
 class PageGuard final : public RequestGuard {
  public:
+  // -cluster: how long a new ticket's first answer waits for the engine to
+  // place it (one round of the cluster agent, cluster/agent.h, is 100 ms).
+  static constexpr Millis kPlaceWait = 1'000;
+
   explicit PageGuard(const AdmissionContext& context)
       : context_(context), config_(*context.config), waiters_(*context.waiters) {}
   ~PageGuard() override { release(); }
@@ -184,7 +191,8 @@ class PageGuard final : public RequestGuard {
                                      : tickets().render(*cookie, now, config_.token_ttl);
       if (view.state == shm::TicketState::Ready && takeTurn(*cookie)) return admitted(request);
       if (view.state == shm::TicketState::Ready || view.state == shm::TicketState::Waiting)
-        return queued(request, *cookie, view.raw_position, now, true, view.state == shm::TicketState::Ready);
+        return queued(request, *cookie, view.raw_position, now, true, view.state == shm::TicketState::Ready,
+                      view.placed);
       // Unknown, expired, or claimed by a concurrent reload: a new arrival.
     }
     return arrive(request, now);
@@ -264,7 +272,8 @@ class PageGuard final : public RequestGuard {
     switch (issued.outcome) {
       case shm::IssueOutcome::Queued:
         if (issued.ready && takeTurn(issued.cookie)) return admitted(request);
-        return queued(request, issued.cookie, issued.position, now, false, issued.ready);
+        return queued(request, issued.cookie, issued.position, now, false, issued.ready,
+                      !segment().cluster().enabled());
       case shm::IssueOutcome::ClientLimit: return ticketLimit(request, now);
       case shm::IssueOutcome::Breaker:
       case shm::IssueOutcome::RingFull: break;
@@ -371,11 +380,14 @@ class PageGuard final : public RequestGuard {
   // The ticket has to wait: answer now, or hold the request for -queue-hold.
   // A ticket whose turn has come but found no slot is held in any case (for
   // -upstream-timeout without -queue-hold). `presented`: the visitor sent
-  // this ticket's cookie (they hold it already).
+  // this ticket's cookie (they hold it already). A ticket the engine has not
+  // placed yet (-cluster: `placed` false) is held until it is, at most
+  // kPlaceWait, so that the first position the visitor sees is its place.
   Admission queued(const http::Request& request, const shm::TicketCookie& cookie, int64_t position, Millis now,
-                   bool presented, bool turn_came) {
+                   bool presented, bool turn_came, bool placed) {
     const bool hold = holds();
-    if (!hold && (!turn_came || waiters_.draining())) {
+    const bool place = !placed && !turn_came && !form_ && !waiters_.draining();
+    if (!hold && !place && (!turn_came || waiters_.draining())) {
       if (form_) return formRefused(request);
       return waiting(request, cookie, position);
     }
@@ -383,7 +395,8 @@ class PageGuard final : public RequestGuard {
     cookie_presented_ = presented;
     position_ = position;
     state_ = State::Held;
-    hold_deadline_ = now + (hold ? config_.queue_hold : config_.upstream_timeout);
+    placing_ = !hold && place;
+    hold_deadline_ = now + (hold ? config_.queue_hold : placing_ ? kPlaceWait : config_.upstream_timeout);
     // Register before the first check, so a ticket that turns ready between
     // the two is not missed: its wake-up finds the flag raised.
     waiters_.park(shm::Resource::PageSlot);
@@ -402,6 +415,11 @@ class PageGuard final : public RequestGuard {
     }
     if (view.state == shm::TicketState::Waiting || view.state == shm::TicketState::Ready) {
       if (view.state == shm::TicketState::Waiting) position_ = view.position;
+      // Held only until the engine placed it: its place is known now.
+      if (placing_ && view.state == shm::TicketState::Waiting && view.placed) {
+        leaveHold();
+        return waiting(request, cookie_, position_);
+      }
       return holdOn();
     }
     // The ticket is gone (another request with the same cookie claimed it,
@@ -606,6 +624,7 @@ class PageGuard final : public RequestGuard {
   bool form_ = false;              // a body, or a method other than GET/HEAD
   bool crawler_ = false;           // User-Agent matches -crawler-agents
   bool in_session_wait_ = false;   // counted in Sessions::waiting()
+  bool placing_ = false;           // Held only until the engine places the ticket (queued())
   int64_t position_ = 1;           // Held: its last known position
   Millis hold_deadline_ = 0;
   std::optional<std::string> pass_cookie_;

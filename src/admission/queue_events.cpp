@@ -69,8 +69,9 @@ QueueEvents::Opening QueueEvents::open(const http::Request& request, Millis now)
   renew_at_ = now + config.token_ttl / 3;
   if (view.state == shm::TicketState::Ready)
     opening.first = ended(Event{Event::Kind::Ready, statusReadyBody()});
-  else
+  else if (view.placed)
     opening.first = position(view.position, now);
+  // else (-cluster) the first position goes out once the engine placed the ticket
   return opening;
 }
 
@@ -79,7 +80,8 @@ QueueEvents::Event QueueEvents::recheck(Millis now, bool may_send_position) {
   shm::TicketView view = context_.segment->line().touch(cookie_, now, context_.config->token_ttl);
   if (view.state != shm::TicketState::Waiting) return ended(Event{Event::Kind::Ready, statusReadyBody()});
   if (context_.waiters->draining() || now >= renew_at_) return ended(Event{Event::Kind::End, {}});
-  if (may_send_position && view.position != position_sent_ && now - position_sent_at_ >= kPositionEvery)
+  if (may_send_position && view.placed && view.position != position_sent_ &&
+      now - position_sent_at_ >= kPositionEvery)
     return position(view.position, now);
   return {};
 }

@@ -21,6 +21,13 @@ http::LocalResponse handleQueueStatus(const AdmissionContext& context, const htt
   shm::TicketView view = context.segment->line().poll(cookie, now, config.token_ttl);
   if (view.state == shm::TicketState::Unknown || view.state == shm::TicketState::Expired)
     return promotedOrReady(context, request, cookie);
+  if (view.state == shm::TicketState::Waiting && !view.placed) {
+    // -cluster: the engine has not placed the ticket yet (its next round):
+    // no position rather than one that could grow. Ask again in a second.
+    http::LocalResponse r = jsonResponse(429, common::JsonObject().add("ready", false).str());
+    r.headers.push_back(http::Header{"Retry-After", "1"});
+    return r;
+  }
   if (view.rate_limited) {
     common::JsonObject body;
     body.add("ready", false);

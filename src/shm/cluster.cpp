@@ -243,6 +243,7 @@ TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, bool touch)
   } else {
     v.raw_position = layout_->cluster->depth.load(std::memory_order_relaxed) + 1;
     v.state = !up && ready(-1) ? TicketState::Ready : TicketState::Waiting;
+    v.placed = false;
   }
   v.position = v.state == TicketState::Waiting ? v.raw_position : 0;
   // A missed ticket's holder is back: the engine returns it on this note, sent at once.

@@ -136,6 +136,9 @@ struct TicketView {
   int64_t raw_position = 0;     // live visitors ahead + 1, also when ready (position is 0 then)
   bool rate_limited = false;    // poll(): previous accepted poll < 1 s ago
   bool refresh_cookie = false;  // cookies were last sent >= ttl/3 ago (now stamped as sent)
+  // Waiting: false while the engine has not placed the ticket yet (-cluster,
+  // cluster.h): `position` is then only an estimate, and may be too low.
+  bool placed = true;
 };
 
 // ---------------------------------------------------------------- passes
