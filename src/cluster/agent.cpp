@@ -6,7 +6,6 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include <optional>
 
 #include "cluster/engine.h"
+#include "common/child_process.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "shm/nonce.h"
@@ -367,8 +367,8 @@ class Agent {
       block_at_ = now;
     }
     // The engine's cap and mode, unless this host changed them during the round.
-    if (cluster_.cap() == sent_cap_ && sync->cap >= 1) cluster_.setCap(sync->cap);
-    synced_cap_ = sync->cap;
+    if (cluster_.cap() == sent_cap_ && sync->round.cap >= 1) cluster_.setCap(sync->round.cap);
+    synced_cap_ = sync->round.cap;
     if (std::string(shm::roomModeName(segment_.modes().mode())) == sent_mode_) {
       std::optional<shm::RoomMode> mode = shm::parseRoomMode(sync->mode);
       if (mode && *mode != segment_.modes().mode()) {
@@ -410,24 +410,19 @@ class Agent {
 
   void finishRound(const FetchReply* fetch) {
     in_round_ = false;
-    shm::ClusterRound round;
-    round.hosts = sync_.hosts;
-    round.reserved = sync_.reserved;
-    round.horizon = sync_.horizon;
-    round.depth = sync_.depth;
-    round.cap = sync_.cap;
+    const shm::ClusterRound& round = sync_.round;
     const bool was_up = cluster_.state() == shm::ClusterState::Up;
     const int64_t listed = fetch ? std::count_if(fetch->line.begin(), fetch->line.end(), [](const auto& e) {
       return e.section == shm::LineSection::Waiting;
     })
                                  : 0;
     cluster_.publish(round, fetch ? &fetch->line : nullptr, fetch && fetch->depth > listed, monotonicMs());
-    hosts_seen_ = std::max(1, sync_.hosts);
-    segment_.pages().setShare(static_cast<int32_t>(std::clamp<int64_t>(sync_.reserved, 0, INT32_MAX)));
+    hosts_seen_ = std::max(1, round.hosts);
+    segment_.pages().setShare(static_cast<int32_t>(std::clamp<int64_t>(round.reserved, 0, INT32_MAX)));
     if (!was_up)
       LOG_INFO("cluster engine %s up: %d host(s) share cap %lld; %lld slot(s) reserved here, %lld waiting", endpoint_.c_str(),
-               sync_.hosts, static_cast<long long>(sync_.cap), static_cast<long long>(sync_.reserved),
-               static_cast<long long>(sync_.depth));
+               round.hosts, static_cast<long long>(round.cap), static_cast<long long>(round.reserved),
+               static_cast<long long>(round.depth));
   }
 
   // The engine lost the room: the line this host cached goes back in, in its
@@ -543,21 +538,7 @@ void runAgentProcess(const AgentContext& context) {
   int status = 1;
   try {
     log::setRole("cluster");
-    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGALRM, SIGCHLD}) signal(sig, SIG_DFL);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGHUP, SIGCHLD, SIGALRM}) sigaddset(&set, sig);
-    sigprocmask(SIG_UNBLOCK, &set, nullptr);
-    for (int fd : context.close_fds) close(fd);
-    std::string error;
-    if (context.drop_privileges && !context.drop_privileges(&error)) {
-      LOG_ERROR("%s", error.c_str());
-      _exit(1);
-    }
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != context.master_pid) _exit(0);
+    if (!common::enterChildProcess(context.close_fds, context.drop_privileges, context.master_pid)) _exit(1);
     Agent agent(context);
     status = agent.run();
   } catch (const std::exception& e) {

@@ -313,12 +313,12 @@ std::optional<SyncReply> parseSync(const Reply& reply) {
     if (!n[i]) return std::nullopt;
   }
   if (e[6].type != Reply::Type::String || e[7].type != Reply::Type::String) return std::nullopt;
-  out.reserved = *n[0];
-  out.hosts = static_cast<int32_t>(*n[1]);
-  out.horizon = *n[2];
-  out.depth = *n[3];
+  out.round.reserved = *n[0];
+  out.round.hosts = static_cast<int32_t>(*n[1]);
+  out.round.horizon = *n[2];
+  out.round.depth = *n[3];
   out.version = *n[4];
-  out.cap = *n[5];
+  out.round.cap = *n[5];
   out.mode = e[6].str;
   out.epoch = e[7].str;
   out.lost = *n[8] != 0;

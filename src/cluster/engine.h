@@ -127,12 +127,8 @@ std::vector<std::string> syncArgs(const SyncRequest& request);
 
 // What SYNC answers.
 struct SyncReply {
-  int64_t reserved = 0;
-  int32_t hosts = 0;
-  int64_t horizon = 0;
-  int64_t depth = 0;
+  shm::ClusterRound round;  // hosts, this host's reservation, horizon, depth, cap
   int64_t version = 0;
-  int64_t cap = 0;
   std::string mode;
   std::string epoch;
   bool lost = false;         // the engine had another epoch (or none) than this host knew

@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "shm/layout.h"
@@ -78,6 +79,29 @@ bool readEntry(const ClientEntry& entry, const IdKey& key, Seen& seen, int tries
     if (entry.state.load(std::memory_order_seq_cst) == seen.word) return true;
   }
   return false;
+}
+
+// Every keyed entry's key and one of its words (`field`), each read under
+// its state word; an entry that keeps changing for kReadTries reads is
+// passed by: fn(key, value). Reads only.
+template <typename Fn>
+void scanKeyed(const Layout& layout, const std::atomic<uint64_t> ClientEntry::*field, Fn&& fn) {
+  for (uint32_t i = 0; i < layout.geometry.client_table_size; ++i) {
+    const ClientEntry& entry = layout.clients[i];
+    for (int tries = 0; tries < kReadTries; ++tries) {
+      const uint64_t word = entry.state.load(std::memory_order_seq_cst);
+      if (!keyed(clientState(word))) break;
+      const uint64_t a = entry.key[0].load(std::memory_order_seq_cst);
+      const uint64_t b = entry.key[1].load(std::memory_order_seq_cst);
+      const uint64_t value = (entry.*field).load(std::memory_order_seq_cst);
+      if (entry.state.load(std::memory_order_seq_cst) != word) continue;
+      std::array<uint8_t, 16> key{};
+      std::memcpy(key.data(), &a, 8);
+      std::memcpy(key.data() + 8, &b, 8);
+      fn(key, value);
+      break;
+    }
+  }
 }
 
 bool bannedAt(uint64_t ban, uint32_t now_s) {
@@ -169,28 +193,12 @@ int64_t Clients::bannedCount(Millis now) const {
 }
 
 std::vector<ClientBan> Clients::bans(Millis now) const {
-  const Layout& layout = *layout_;
   std::vector<ClientBan> found;
   const uint32_t now_s = secondsOf(now);
-  if (now_s >= layout.header->ban_horizon.load(std::memory_order_seq_cst)) return found;
-  for (uint32_t i = 0; i < layout.geometry.client_table_size; ++i) {
-    const ClientEntry& entry = layout.clients[i];
-    for (int tries = 0; tries < kReadTries; ++tries) {
-      const uint64_t word = entry.state.load(std::memory_order_seq_cst);
-      if (!keyed(clientState(word))) break;
-      const uint64_t a = entry.key[0].load(std::memory_order_seq_cst);
-      const uint64_t b = entry.key[1].load(std::memory_order_seq_cst);
-      const uint64_t ban = entry.ban.load(std::memory_order_seq_cst);
-      if (entry.state.load(std::memory_order_seq_cst) != word) continue;
-      if (!bannedAt(ban, now_s)) break;
-      ClientBan client;
-      std::memcpy(client.key.data(), &a, 8);
-      std::memcpy(client.key.data() + 8, &b, 8);
-      client.seconds_left = static_cast<int64_t>(highHalf(ban)) - now_s;
-      found.push_back(client);
-      break;
-    }
-  }
+  if (now_s >= layout_->header->ban_horizon.load(std::memory_order_seq_cst)) return found;
+  scanKeyed(*layout_, &ClientEntry::ban, [&](const std::array<uint8_t, 16>& key, uint64_t ban) {
+    if (bannedAt(ban, now_s)) found.push_back(ClientBan{key, static_cast<int64_t>(highHalf(ban)) - now_s});
+  });
   return found;
 }
 
@@ -203,26 +211,10 @@ int64_t Clients::tracked() const {
 }
 
 std::vector<ClientTickets> Clients::topByTickets(size_t limit) const {
-  const Layout& layout = *layout_;
   std::vector<ClientTickets> found;
-  for (uint32_t i = 0; i < layout.geometry.client_table_size; ++i) {
-    const ClientEntry& entry = layout.clients[i];
-    for (int tries = 0; tries < kReadTries; ++tries) {
-      const uint64_t word = entry.state.load(std::memory_order_seq_cst);
-      if (!keyed(clientState(word))) break;
-      const uint64_t a = entry.key[0].load(std::memory_order_seq_cst);
-      const uint64_t b = entry.key[1].load(std::memory_order_seq_cst);
-      const int64_t live = lowHalf(entry.live.load(std::memory_order_seq_cst));
-      if (entry.state.load(std::memory_order_seq_cst) != word) continue;
-      if (live <= 0) break;
-      ClientTickets client;
-      std::memcpy(client.key.data(), &a, 8);
-      std::memcpy(client.key.data() + 8, &b, 8);
-      client.tickets = live;
-      found.push_back(client);
-      break;
-    }
-  }
+  scanKeyed(*layout_, &ClientEntry::live, [&](const std::array<uint8_t, 16>& key, uint64_t live) {
+    if (const int64_t tickets = lowHalf(live); tickets > 0) found.push_back(ClientTickets{key, tickets});
+  });
   auto more = [](const ClientTickets& x, const ClientTickets& y) {
     return x.tickets != y.tickets ? x.tickets > y.tickets : x.key < y.key;
   };

@@ -34,6 +34,14 @@ int64_t ageMs(uint64_t word, Millis now) {
 
 constexpr uint64_t kDeparted = uint64_t{1} << 16;
 
+// A 16-byte key (a client, a pass id) as the two words the marks keep.
+std::pair<uint64_t, uint64_t> wordsOf(const uint8_t key[16]) {
+  uint64_t a = 0, b = 0;
+  std::memcpy(&a, key, 8);
+  std::memcpy(&b, key + 8, 8);
+  return {a, b};
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- words
@@ -514,9 +522,7 @@ void ClusterLine::setPromotions(const std::vector<ClusterMarkValue>& promoted) {
 }
 
 bool ClusterLine::bannedRemotely(const uint8_t key[16], int64_t unix_s) const {
-  uint64_t a = 0, b = 0;
-  std::memcpy(&a, key, 8);
-  std::memcpy(&b, key + 8, 8);
+  const auto [a, b] = wordsOf(key);
   return hasMark(layout_->cluster->bans, a, b, unix_s);
 }
 
@@ -533,17 +539,13 @@ void ClusterLine::setRevocations(const std::vector<ClusterMarkValue>& revoked) {
 }
 
 bool ClusterLine::revokedElsewhere(const uint8_t id[16], int64_t unix_s) const {
-  uint64_t a = 0, b = 0;
-  std::memcpy(&a, id, 8);
-  std::memcpy(&b, id + 8, 8);
+  const auto [a, b] = wordsOf(id);
   return hasMark(layout_->cluster->revoked, a, b, unix_s);
 }
 
 void ClusterLine::revoke(const uint8_t id[16], int64_t until) {
   if (!enabled()) return;
-  uint64_t a = 0, b = 0;
-  std::memcpy(&a, id, 8);
-  std::memcpy(&b, id + 8, 8);
+  const auto [a, b] = wordsOf(id);
   post({NoteKind::Revoke, a, b, until});
 }
 

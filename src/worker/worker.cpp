@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <cstring>
 #include <exception>
 
+#include "common/child_process.h"
 #include "common/log.h"
 #include "http/client_address.h"
 #include "worker/callbacks.h"
@@ -492,28 +492,10 @@ void runWorkerProcess(const WorkerContext& context) {
   try {
     log::setRole("worker " + std::to_string(context.slot));
     log::setGeneration(context.generation);
-    // The master's handlers go and what it blocks is unblocked: a worker
-    // handles stop and reopen through its loop and leaves reload and child
-    // reaping to the master. SIGPIPE stays ignored: a write to a vanished
-    // client must be an EPIPE the worker handles, never a crash.
-    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGALRM, SIGCHLD}) signal(sig, SIG_DFL);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGHUP, SIGCHLD, SIGALRM}) sigaddset(&set, sig);
-    sigprocmask(SIG_UNBLOCK, &set, nullptr);
-    for (int fd : context.close_fds) close(fd);
-    std::string error;
-    if (context.drop_privileges && !context.drop_privileges(&error)) {
-      LOG_ERROR("%s", error.c_str());
-      _exit(1);
-    }
-    // Drain on our own if the master goes away (set after the credential
-    // change, which clears it); the getppid() check closes the window
-    // between fork and prctl.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != context.master_pid) _exit(0);
+    // A worker handles stop and reopen through its loop and leaves reload
+    // and child reaping to the master; it drains on its own if the master
+    // goes away.
+    if (!common::enterChildProcess(context.close_fds, context.drop_privileges, context.master_pid)) _exit(1);
     // Only the child can order the reset of its slot's ledger before its own
     // first acquisition.
     context.segment->slots().started(context.slot, static_cast<int>(getpid()), context.generation, 0);

@@ -85,12 +85,12 @@ TEST_CASE("SYNC's answer is read field by field; anything else is refused") {
                                                    {string("42:00000000000000ff"), string("2000")},
                                                    {string("00000000000000ab:00000000000000cd"), string("2100")}));
   REQUIRE(s);
-  CHECK(s->reserved == 3);
-  CHECK(s->hosts == 2);
-  CHECK(s->horizon == 5);
-  CHECK(s->depth == 40);
+  CHECK(s->round.reserved == 3);
+  CHECK(s->round.hosts == 2);
+  CHECK(s->round.horizon == 5);
+  CHECK(s->round.depth == 40);
   CHECK(s->version == 17);
-  CHECK(s->cap == 10);
+  CHECK(s->round.cap == 10);
   CHECK(s->mode == "open");
   CHECK(s->epoch == "e1");
   CHECK(s->lost);
