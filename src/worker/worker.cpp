@@ -363,10 +363,17 @@ void Worker::recheckParked(bool every_held) {
     for (ClientConnection* c : snapshot)
       if (c->isParked()) c->recheckAdmission(now);
   }
-  held_.walk(every_held, [now](ClientConnection* c) { c->recheckAdmission(now); });
+  held_.walk(every_held || !numbersInLineOrder(), [now](ClientConnection* c) { c->recheckAdmission(now); });
 }
 
 // ------------------------------------------------------------ event streams
+
+// With -cluster a ticket's number names it but does not place it (the engine
+// places tickets in the order it enrols them, shm/cluster.h): a wake-up cannot
+// stop at the first ticket still waiting, and walks every one.
+bool Worker::numbersInLineOrder() const {
+  return !context_.segment->cluster().enabled();
+}
 
 void Worker::addStream(ClientConnection* connection, uint64_t ticket) {
   streams_.file(connection, ticket);
@@ -387,7 +394,7 @@ void Worker::recheckStreams(bool every) {
   if (streams_.empty()) return;
   const Millis now = monotonicMs();
   size_t positions = every ? streams_.size() / 4 + 1 : SIZE_MAX;
-  streams_.walk(every, [&](ClientConnection* c) {
+  streams_.walk(every || !numbersInLineOrder(), [&](ClientConnection* c) {
     if (c->recheckStream(now, every, positions > 0)) --positions;
   });
 }

@@ -102,6 +102,9 @@ class Worker final : public ConnectionHost {
   // `every`: the tick (every stream) instead of a wake-up (up to the first
   // stream whose ticket still waits).
   void recheckStreams(bool every);
+  // Whether ticket numbers are places in line (one host), so that a
+  // wake-up's walk may stop at the first ticket still waiting (ticket_order.h).
+  bool numbersInLineOrder() const;
   void stopNow(int status);
   // -max-connections: at the limit the worker stops accepting; while it
   // stays there, what waits for it in the backlog is refused once a second.
