@@ -56,7 +56,7 @@ std::vector<std::string> notesKeys(std::string_view room) {
 
 std::vector<std::string> syncKeys(std::string_view room) {
   return keys(room, {"hosts", "resv", "busy", "cap", "mode", "line", "seen", "tix", "ver", "epoch", "grace", "seq",
-                     "bans", "back", "missed", "ready", "order", "promoted", "revoked", "marks"});
+                     "bans", "back", "missed", "ready", "order", "promoted", "revoked", "marks", "want"});
 }
 
 std::vector<std::string> fetchKeys(std::string_view room) {
@@ -115,7 +115,7 @@ return changed
 )lua";
 
 // KEYS: hosts resv busy cap mode line seen tix ver epoch grace seq bans back
-// missed ready order promoted revoked marks.
+// missed ready order promoted revoked marks want.
 // ARGV: host, lease ttl ms, lease, busy, wanted, cap, push cap, mode, push
 // mode, known epoch, new epoch, block, reap limit, claim window ms, the marks
 // version the host has, then "key:until" per new ban.
@@ -139,6 +139,7 @@ end
 for _, h in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
   redis.call('HDEL', KEYS[2], h)
   redis.call('HDEL', KEYS[3], h)
+  redis.call('HDEL', KEYS[21], h)
   redis.call('ZREM', KEYS[1], h)
 end
 redis.call('ZADD', KEYS[1], now + ttl, host)
@@ -163,15 +164,27 @@ for h, n in pairs(resv) do
 end
 local hosts = redis.call('ZCARD', KEYS[1])
 local spare = math.max(0, cap - in_use)
--- Headroom: while nobody waits, each host a part of the free slots, so that
--- arrivals go straight in anywhere; while the line waits, only to a host
--- where a turn found no slot (the others give theirs back).
+-- Headroom. Hosts where a request found no slot lately (P:want, the last
+-- 500 ms) share the free slots; while none does and nobody waits, every
+-- host holds a part of them, so that arrivals go straight in anywhere;
+-- otherwise a host gives its headroom back.
+if ARGV[5] == '1' then redis.call('HSET', KEYS[21], host, now) end
+local wanting, me_wanting = 0, false
+flat = redis.call('HGETALL', KEYS[21])
+for i = 1, #flat, 2 do
+  if tonumber(flat[i + 1]) >= now - 500 then
+    wanting = wanting + 1
+    if flat[i] == host then me_wanting = true end
+  else
+    redis.call('HDEL', KEYS[21], flat[i])
+  end
+end
 local waiting = redis.call('ZCARD', KEYS[6]) + redis.call('ZCARD', KEYS[14])
 local headroom = 0
-if waiting == 0 then
+if me_wanting then
+  headroom = math.min(lease, math.ceil(spare / wanting))
+elseif wanting == 0 and waiting == 0 then
   headroom = math.min(lease, math.ceil(spare / math.max(hosts, 1)))
-elseif ARGV[5] == '1' then
-  headroom = math.min(lease, spare)
 end
 local grant = math.max(0, math.min(busy + headroom, cap - others))
 local horizon = spare

@@ -44,6 +44,9 @@
 //                     renewing is dropped with its reservation by the next SYNC
 //   P:resv   hash     host -> slots reserved from the cap
 //   P:busy   hash     host -> slots in use there (its page occupancy)
+//   P:want   hash     host -> engine ms when a request there last found no
+//                     slot: such hosts share the free slots, and the others
+//                     give their headroom back
 //                     Invariant: the sum over hosts of max(resv, busy) stays
 //                     within P:cap, except when P:cap was lowered or a host
 //                     reported more in flight than it held (both settle as

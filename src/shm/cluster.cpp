@@ -434,10 +434,10 @@ void ClusterLine::post(const ClusterNoteValue& note) {
     if (area.notes_reserved.compare_exchange_weak(at, at + 1, std::memory_order_seq_cst)) break;
   }
   ClusterNote& n = area.notes[at % kClusterNotes];
-  n.word.store(note.id << 8 | static_cast<uint64_t>(note.kind), std::memory_order_relaxed);
+  n.id.store(note.id, std::memory_order_relaxed);
   n.nonce.store(note.nonce, std::memory_order_relaxed);
   n.issued_ms.store(note.issued_ms, std::memory_order_relaxed);
-  n.seq.store(at + 1, std::memory_order_seq_cst);
+  n.seq.store((at + 1) << 8 | static_cast<uint64_t>(note.kind), std::memory_order_seq_cst);
 }
 
 std::vector<ClusterNoteValue> ClusterLine::takeNotes(size_t max, Millis now) {
@@ -447,7 +447,8 @@ std::vector<ClusterNoteValue> ClusterLine::takeNotes(size_t max, Millis now) {
   const uint64_t reserved = area.notes_reserved.load(std::memory_order_seq_cst);
   while (read < reserved && out.size() < max) {
     ClusterNote& n = area.notes[read % kClusterNotes];
-    if (n.seq.load(std::memory_order_seq_cst) != read + 1) {
+    const uint64_t seq = n.seq.load(std::memory_order_seq_cst);
+    if ((seq >> 8) != read + 1) {
       // Not written yet: its writer is between the two steps, or died there.
       if (stuck_at_ != read) {
         stuck_at_ = read;
@@ -458,9 +459,8 @@ std::vector<ClusterNoteValue> ClusterLine::takeNotes(size_t max, Millis now) {
       ++read;  // skipped
       continue;
     }
-    const uint64_t word = n.word.load(std::memory_order_relaxed);
-    out.push_back({static_cast<NoteKind>(word & 0xffu), word >> 8, n.nonce.load(std::memory_order_relaxed),
-                   n.issued_ms.load(std::memory_order_relaxed)});
+    out.push_back({static_cast<NoteKind>(seq & 0xffu), n.id.load(std::memory_order_relaxed),
+                   n.nonce.load(std::memory_order_relaxed), n.issued_ms.load(std::memory_order_relaxed)});
     ++read;
   }
   area.notes_read.store(read, std::memory_order_seq_cst);

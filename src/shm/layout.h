@@ -393,11 +393,11 @@ struct ClusterMirror {
   std::atomic<uint64_t> index[kClusterIndex];
 };
 
-// A worker's note to the engine (cluster.h, Outbox): seq = its position + 1
-// once written (0 or an older lap: not yet).
+// A worker's note to the engine (cluster.h): seq = (its position + 1) << 8 |
+// NoteKind once written (0 or an older lap: not yet).
 struct ClusterNote {
   std::atomic<uint64_t> seq;
-  std::atomic<uint64_t> word;  // id << 8 | NoteKind
+  std::atomic<uint64_t> id;  // a ticket, or a key's first word (Revoke)
   std::atomic<uint64_t> nonce;
   std::atomic<int64_t> issued_ms;
 };

@@ -42,7 +42,7 @@ Reply syncReply(std::vector<Reply> bans = {}, std::vector<Reply> promoted = {}, 
 TEST_CASE("every key of a room has the room's prefix") {
   for (const std::vector<std::string>& keys : {notesKeys("shop"), syncKeys("shop"), fetchKeys("shop")})
     for (const std::string& key : keys) CHECK(key.rfind("shop:", 0) == 0);
-  CHECK(syncKeys("r").size() == 20);
+  CHECK(syncKeys("r").size() == 21);
   CHECK(notesKeys("r").size() == 13);
   CHECK(syncKeys("r")[0] == "r:hosts");
   CHECK(notesKeys("r")[0] == "r:line");

@@ -322,14 +322,14 @@ TEST_CASE("bans, promotions and ended sessions of other hosts hold here until th
     CHECK(seg->cluster().revokedElsewhere(id, 1'000));
     CHECK_FALSE(seg->cluster().revokedElsewhere(id, 2'000));
   }
-  const uint64_t three = 3, ninety_nine = 99;
+  const uint64_t three = 0xf000000000000003ull, ninety_nine = 99;  // every bit of the word goes out
   std::memcpy(id, &three, 8);
   std::memcpy(id + 8, &ninety_nine, 8);
   CHECK_FALSE(seg->cluster().revokedElsewhere(id, 1'000));
   seg->cluster().revoke(id, 4'000);
   std::vector<ClusterNoteValue> ended = notesOf(*seg, NoteKind::Revoke, 0);
   REQUIRE(ended.size() == 1);
-  CHECK(ended[0].id == 3);
+  CHECK(ended[0].id == three);
   CHECK(ended[0].nonce == 99);
 }
 

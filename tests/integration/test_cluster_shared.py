@@ -1,0 +1,195 @@
+"""What the hosts of one room share besides the line and the cap (traffic.md §8.4), against the real
+binary and a real redis-server:
+
+  test_mode_and_cap_set_on_one_host_hold_on_all   POST /_room/mode and /_room/cap on A reach B and C
+  test_a_session_ended_on_a_is_over_on_b          Concert-Session: end seen by A: B no longer treats the
+                                                  pass as a session (the visitor queues like anyone)
+  test_a_ticket_promoted_on_a_collects_on_b       POST /_room/promote on A: the holder's poll on B hands
+                                                  over the room pass, and the page goes in on B ahead of
+                                                  the line
+  test_a_missed_turn_returns_on_another_host      a turn not taken within -claim-window stops holding the
+                                                  line (the next visitor goes in); its holder, back on
+                                                  another host, goes in ahead of those still waiting
+  test_a_reload_keeps_the_host_and_its_share      SIGHUP replaces the cluster agent, which goes on under
+                                                  the same host name: the room still counts three hosts
+
+Each test starts its own redis-server and three hosts; cross-host effects are waited for (the hosts
+sync about every 100 ms), never timed.
+"""
+import json
+import signal
+import threading
+import time
+import unittest
+
+from concert_harness import Concert, wait_for
+from redis_server import RedisServer, redis_available
+from test_cluster import JSON, NAMES, TaggedOrigins, Visitor, cluster_view, stats_or_empty
+
+ADMIN_TOKEN = "cluster-admin-token-0123456789"
+AUTH = {"Authorization": "Bearer " + ADMIN_TOKEN}
+
+
+class ClusterSharedTest(unittest.TestCase):
+    def setUp(self):
+        ok, why = redis_available()
+        if not ok:
+            self.fail(why)
+        self.origins = TaggedOrigins(3)
+        self.addCleanup(self.origins.stop)
+        self.redis = RedisServer()
+        self.addCleanup(self.redis.close)
+        self.hosts = []
+
+    def start_hosts(self, cap, *extra):
+        for i in range(3):
+            args = ["-upstream", self.origins[i].url, "-cap", str(cap), "-cluster", self.redis.url,
+                    "-cluster-lease-ttl", "2s"] + list(extra)
+            c = Concert(args, workers=2, admin_token=ADMIN_TOKEN)
+            c.name = NAMES[i]
+            self.addCleanup(self.stop_host, c)
+            c.start()
+            self.hosts.append(c)
+        self.assertTrue(wait_for(lambda: all(stats_or_empty(c).get("cluster_hosts") == 3 for c in self.hosts),
+                                 timeout=15, interval=0.1), cluster_view(self.hosts))
+        return self.hosts
+
+    def stop_host(self, c):
+        self.origins.release_everything()
+        c.stop(timeout=5)
+
+    def admin(self, host, method, path, body=None):
+        status, _, raw = host.request(method, path, headers=dict(AUTH, **{"Content-Type": "application/json"}),
+                                      body=json.dumps(body) if body is not None else None)
+        return status, json.loads(raw) if raw[:1] in (b"{", b"[") else raw
+
+    def hold_the_room(self, v, host, gate):
+        """`v` takes the room's only slot on `host` with a page the origin holds until release(gate)."""
+        done = {}
+        t = threading.Thread(target=lambda: done.update(r=v.request(host, "/slow?gate=%s&timeout=60" % gate,
+                                                                   timeout=70)), daemon=True)
+        t.start()
+        self.assertTrue(wait_for(lambda: self.origins.now >= 1, timeout=10), "the origin did not get the page")
+        return t, done
+
+    def test_mode_and_cap_set_on_one_host_hold_on_all(self):
+        a, b, c = self.start_hosts(5)
+        status, doc = self.admin(a, "POST", "/_room/mode", {"mode": "pause"})
+        self.assertEqual(status, 200, doc)
+        for h in (b, c):
+            self.assertTrue(wait_for(lambda: self.admin(h, "GET", "/_room/mode")[1].get("mode") == "pause",
+                                     timeout=10, interval=0.1), "%s did not pause" % h.name)
+        # Paused everywhere: a newcomer on C queues although slots are free.
+        status, _, _ = Visitor("n").request(c, "/page")
+        self.assertEqual(status, 429)
+        status, doc = self.admin(b, "POST", "/_room/mode", {"mode": "open"})
+        self.assertEqual(status, 200, doc)
+        self.assertTrue(wait_for(lambda: self.admin(a, "GET", "/_room/mode")[1].get("mode") == "open", timeout=10,
+                                 interval=0.1))
+        status, doc = self.admin(c, "POST", "/_room/cap", {"cap": 3})
+        self.assertEqual(status, 200, doc)
+        for h in (a, b, c):
+            self.assertTrue(wait_for(lambda: stats_or_empty(h).get("cap") == 3, timeout=10, interval=0.1),
+                            "%s: %s" % (h.name, stats_or_empty(h).get("cap")))
+
+    def test_a_session_ended_on_a_is_over_on_b(self):
+        a, b, _ = self.start_hosts(1, "-queue-hold", "0")
+        v = Visitor("shopper")
+        status, _, body = v.request(a, "/checkout")
+        self.assertEqual((status, body), (200, b"ok"))
+        self.assertIn("concert_admit", v.jar)
+        pass_cookie = v.jar["concert_admit"]
+        status, _, body = v.request(a, "/end-session")
+        self.assertEqual((status, body), (200, b"session ended"))
+        v.jar["concert_admit"] = pass_cookie  # a client that keeps the old pass anyway
+        holder = Visitor("holder")
+        t, _ = self.hold_the_room(holder, a, "full")
+        # A session would be held on B for a slot; an ended one queues like anyone (429 at once).
+        self.assertTrue(wait_for(lambda: v.request(b, "/next", timeout=20)[0] == 429, timeout=10, interval=0.3),
+                        "B still treats the ended session as one")
+        self.origins.release("full")
+        t.join(10)
+
+    def test_a_ticket_promoted_on_a_collects_on_b(self):
+        a, b, _ = self.start_hosts(1, "-queue-hold", "0")
+        holder = Visitor("holder")
+        t, _ = self.hold_the_room(holder, a, "full")
+        first, second = Visitor("first"), Visitor("second")
+        for v in (first, second):
+            self.assertEqual(v.request(a, "/page")[0], 429)
+        # Both are placed (their first answers wait for it): A lists them, second behind first.
+        status, line = self.admin(a, "GET", "/_room/queue")
+        self.assertEqual(len(line), 2, line)
+        status, doc = self.admin(a, "POST", "/_room/promote", {"ticket": line[1]["ticket"]})
+        self.assertEqual(status, 200, doc)
+        # The promoted visitor asks B: its room pass comes with the answer.
+        def collected():
+            second.last_poll = 0
+            second.poll(b)
+            return "room_pass" in second.jar
+        self.assertTrue(wait_for(collected, timeout=10, interval=0.2), second.jar)
+        self.origins.release("full")
+        t.join(10)
+        status, _, body = second.request(b, "/page", timeout=20)
+        self.assertEqual((status, body), (200, b"ok"))
+
+    def test_a_missed_turn_returns_on_another_host(self):
+        a, b, c = self.start_hosts(1, "-queue-hold", "0", "-claim-window", "1s")
+        holder = Visitor("holder")
+        t, _ = self.hold_the_room(holder, a, "full")
+        # Both are placed before their first answers: the sleeper first.
+        sleeper, next_one = Visitor("sleeper"), Visitor("next")
+        self.assertEqual(sleeper.request(a, "/page")[0], 429)
+        self.assertEqual(next_one.request(b, "/page")[0], 429)
+        self.origins.release("full")
+        t.join(10)
+
+        def ready(v, host):
+            v.last_poll = 0
+            doc = v.poll(host)
+            return bool(doc and doc.get("ready"))
+
+        def head():
+            status, doc = self.admin(a, "GET", "/_room/queue")
+            return doc[0] if status == 200 and isinstance(doc, list) and doc else {}
+
+        # The sleeper's turn comes and passes unclaimed; then it is the next one's turn.
+        self.assertTrue(wait_for(lambda: ready(next_one, b), timeout=15, interval=0.3),
+                        "the missed turn still holds the line")
+        self.assertGreaterEqual(sum(stats_or_empty(h).get("missed_turns_total", 0) for h in self.hosts), 1)
+        # The next one takes its turn with a page the origin holds; a late visitor queues on C.
+        t2 = threading.Thread(target=lambda: next_one.request(b, "/slow?gate=again&timeout=60", timeout=70),
+                              daemon=True)
+        t2.start()
+        self.assertTrue(wait_for(lambda: self.origins.now >= 1, timeout=10))
+        late = Visitor("late")
+        self.assertEqual(late.request(c, "/page")[0], 429)
+        # The sleeper is seen again, on C: back at the head of the line, ahead of the late one.
+        sleeper.last_poll = 0
+        sleeper.poll(c)
+        self.assertTrue(wait_for(lambda: head().get("returned") is True, timeout=10, interval=0.2),
+                        "the sleeper was not returned to the head: %s" % head())
+        self.origins.release("again")
+        t2.join(10)
+        self.assertTrue(wait_for(lambda: ready(sleeper, c), timeout=10, interval=0.3))
+        late.last_poll = 0
+        doc = late.poll(a)
+        self.assertFalse(doc and doc.get("ready"), "the late visitor's turn came with the sleeper's: %s" % doc)
+        status, _, body = sleeper.request(c, "/page", timeout=20)
+        self.assertEqual((status, body), (200, b"ok"))
+
+    def test_a_reload_keeps_the_host_and_its_share(self):
+        a, _, _ = self.start_hosts(6)
+        a.signal(signal.SIGHUP)
+        self.assertTrue(wait_for(lambda: open(a.log_path).read().count("cluster agent started") >= 2, timeout=10,
+                                 interval=0.1), "the agent was not replaced")
+        time.sleep(0.5)  # a few rounds of the new agent
+        self.assertTrue(wait_for(lambda: stats_or_empty(a).get("cluster_engine_up") == 1, timeout=10))
+        self.assertEqual([stats_or_empty(h).get("cluster_hosts") for h in self.hosts], [3, 3, 3])
+        self.assertEqual(len(self.redis.command("HKEYS", "concert:resv")), 3)
+        status, _, body = Visitor("after").request(a, "/page")
+        self.assertEqual((status, body), (200, b"ok"))
+
+
+if __name__ == "__main__":
+    unittest.main()
