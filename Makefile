@@ -9,7 +9,7 @@ BUILD_PKGS := g++ make meson ninja-build pkg-config python3 libevent-dev libssl-
               libboost-dev libyaml-cpp-dev nlohmann-json3-dev doctest-dev libbenchmark-dev node-llhttp \
               libjs-chart.js libhiredis-dev
 TEST_PKGS  := curl chromium mandoc procps prometheus redis-server
-BENCH_PKGS := wrk haproxy nginx-light apache2-utils linux-perf
+BENCH_PKGS := wrk haproxy nginx-light apache2-utils linux-perf redis-server
 FUZZ_PKGS  := clang libclang-rt-14-dev
 
 # axe-core, the accessibility checker the browser test runs in Chromium:

@@ -311,7 +311,7 @@ class Agent {
     r.lease_ttl_ms = config_.cluster_lease_ttl;
     r.lease = config_.cluster_lease;
     r.busy = segment_.pages().occupancy();
-    r.wanted = cluster_.takeWanted() > 0;
+    r.wanted = static_cast<int64_t>(std::min<uint64_t>(cluster_.takeWanted(), 1'000'000));
     sent_cap_ = cluster_.cap();
     r.cap = sent_cap_;
     r.push_cap = synced_cap_ != 0 && sent_cap_ != synced_cap_;
@@ -416,9 +416,10 @@ class Agent {
       return e.section == shm::LineSection::Waiting;
     })
                                  : 0;
+    // The share first: the held requests the publication wakes find their slots.
+    segment_.pages().setShare(static_cast<int32_t>(std::clamp<int64_t>(round.reserved, 0, INT32_MAX)));
     cluster_.publish(round, fetch ? &fetch->line : nullptr, fetch && fetch->depth > listed, monotonicMs());
     hosts_seen_ = std::max(1, round.hosts);
-    segment_.pages().setShare(static_cast<int32_t>(std::clamp<int64_t>(round.reserved, 0, INT32_MAX)));
     if (!was_up)
       LOG_INFO("cluster engine %s up: %d host(s) share cap %lld; %lld slot(s) reserved here, %lld waiting", endpoint_.c_str(),
                round.hosts, static_cast<long long>(round.cap), static_cast<long long>(round.reserved),

@@ -165,10 +165,12 @@ end
 local hosts = redis.call('ZCARD', KEYS[1])
 local spare = math.max(0, cap - in_use)
 -- Headroom. Hosts where a request found no slot lately (P:want, the last
--- 500 ms) share the free slots; while none does and nobody waits, every
+-- 500 ms) share the free slots, each a whole number of leases enough for
+-- the requests it saw go without; while none does and nobody waits, every
 -- host holds a part of them, so that arrivals go straight in anywhere;
 -- otherwise a host gives its headroom back.
-if ARGV[5] == '1' then redis.call('HSET', KEYS[21], host, now) end
+local demand = tonumber(ARGV[5])
+if demand > 0 then redis.call('HSET', KEYS[21], host, now) end
 local wanting, me_wanting = 0, false
 flat = redis.call('HGETALL', KEYS[21])
 for i = 1, #flat, 2 do
@@ -182,7 +184,7 @@ end
 local waiting = redis.call('ZCARD', KEYS[6]) + redis.call('ZCARD', KEYS[14])
 local headroom = 0
 if me_wanting then
-  headroom = math.min(lease, math.ceil(spare / wanting))
+  headroom = math.min(math.max(1, math.ceil(demand / lease)) * lease, math.ceil(spare / wanting))
 elseif wanting == 0 and waiting == 0 then
   headroom = math.min(lease, math.ceil(spare / math.max(hosts, 1)))
 end
@@ -301,7 +303,7 @@ std::vector<std::string> syncArgs(const SyncRequest& r) {
                                   std::to_string(r.lease_ttl_ms),
                                   std::to_string(r.lease),
                                   std::to_string(r.busy),
-                                  r.wanted ? "1" : "0",
+                                  std::to_string(r.wanted),
                                   std::to_string(r.cap),
                                   r.push_cap ? "1" : "0",
                                   r.mode,

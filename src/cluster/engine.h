@@ -113,7 +113,7 @@ struct SyncRequest {
   int64_t lease_ttl_ms = 0;  // -cluster-lease-ttl
   int64_t lease = 0;         // -cluster-lease
   int64_t busy = 0;          // page slots in use here
-  bool wanted = false;       // a turn found no slot here since the last round
+  int64_t wanted = 0;        // requests that found no slot here since the last round
   int64_t cap = 0;           // the global cap as this host has it
   bool push_cap = false;     // ... changed here (POST /_room/cap, reload)
   std::string mode;          // the room's mode as this host has it

@@ -280,6 +280,16 @@ TicketView ClusterLine::touch(const TicketCookie& cookie, Millis now, Millis) {
 
 TicketView ClusterLine::poll(const TicketCookie& cookie, Millis now, Millis) {
   TicketView v = view(cookie, now, true);
+  // One accepted poll a second per ticket on this host (direct-mapped: a
+  // ticket sharing the word with another is limited less, never more).
+  std::atomic<uint64_t>& slot = layout_->cluster->polled[homeOf(cookie.ticket, kClusterRecent)];
+  const uint64_t tenth = static_cast<uint64_t>(now / 100) & 0xffffu;
+  const uint64_t word = slot.load(std::memory_order_relaxed);
+  if ((word >> 16) == cookie.ticket && ((tenth - (word & 0xffffu)) & 0xffffu) < 10) {
+    v.rate_limited = true;
+    return v;
+  }
+  slot.store(cookie.ticket << 16 | tenth, std::memory_order_relaxed);
   // No per-ticket record here to time the cookies by: every answer renews them.
   v.refresh_cookie = v.state != TicketState::Unknown;
   return v;

@@ -25,6 +25,10 @@
 //   recent                         workers (a ticket issued here, or seen
 //                                  here before the engine listed it, or
 //                                  claimed here)
+//   touched, polled                workers: when this host last sent a
+//                                  ticket's Touch note, last answered its
+//                                  poll (the one-second poll limit, as the
+//                                  ticket ring keeps per ticket)
 //
 // The line in the cache. The agent copies the engine's line (ids, nonces,
 // issue times; head first, at most kClusterMirror) into the mirror not in

@@ -440,6 +440,7 @@ struct alignas(64) ClusterArea {
   alignas(64) std::atomic<uint64_t> notes_read;      // agent: notes consumed
   alignas(64) std::atomic<uint64_t> recent[kClusterRecent];  // id << 17 | departed << 16 | seconds (mod 2^16)
   alignas(64) std::atomic<uint64_t> touched[kClusterRecent];  // id << 16 | seconds (mod 2^16) of its last Touch note
+  alignas(64) std::atomic<uint64_t> polled[kClusterRecent];   // id << 16 | tenths of a second (mod 2^16) of its last poll
   ClusterMarks bans;      // agent: the room's bans in force (P:bans)
   ClusterMarks promoted;  // agent: tickets promoted on any host (P:promoted)
   ClusterMarks revoked;   // agent: sessions the origin ended on any host (P:revoked)

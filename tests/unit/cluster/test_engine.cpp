@@ -64,7 +64,7 @@ TEST_CASE("SYNC's arguments are in the script's order, new bans last") {
   r.lease_ttl_ms = 10'000;
   r.lease = 4;
   r.busy = 3;
-  r.wanted = true;
+  r.wanted = 7;
   r.cap = 10;
   r.push_cap = false;
   r.mode = "pause";
@@ -76,7 +76,7 @@ TEST_CASE("SYNC's arguments are in the script's order, new bans last") {
   r.marks_version = 3;
   r.bans = {"00ff:99"};
   const std::vector<std::string> args = syncArgs(r);
-  CHECK(args == std::vector<std::string>{"web1:100", "10000", "4", "3", "1", "10", "0", "pause", "1", "", "ab", "64",
+  CHECK(args == std::vector<std::string>{"web1:100", "10000", "4", "3", "7", "10", "0", "pause", "1", "", "ab", "64",
                                          "1000", "7000", "3", "00ff:99"});
 }
 

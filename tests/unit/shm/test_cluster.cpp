@@ -123,6 +123,9 @@ TEST_CASE("a ticket of another host is pending for a while, then gone unless the
   CHECK(v.state == TicketState::Waiting);
   CHECK(v.position == 2);
   CHECK(v.refresh_cookie);
+  CHECK_FALSE(v.rate_limited);
+  CHECK(seg->line().poll(foreign, 6'500, kTtl).rate_limited);  // one poll a second
+  CHECK_FALSE(seg->line().poll(foreign, 7'100, kTtl).rate_limited);
   CHECK(notesOf(*seg, NoteKind::Touch, 6'000).size() >= 1);
 }
 
