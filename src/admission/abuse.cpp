@@ -46,8 +46,9 @@ void strike(const AdmissionContext& context, const http::Request& request, Strik
 
 bool banned(const AdmissionContext& context, const http::Request& request, Millis now) {
   if (!strikable(*context.config, request)) return false;
+  const shm::ClusterLine& cluster = context.segment->cluster();
   return context.segment->clients().banned(request.client_key.data(), now) ||
-         context.segment->cluster().bannedRemotely(request.client_key.data(), unixSeconds());
+         (cluster.enabled() && cluster.bannedRemotely(request.client_key.data(), unixSeconds()));
 }
 
 http::LocalResponse banResponse() {

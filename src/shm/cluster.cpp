@@ -478,7 +478,7 @@ std::vector<ClusterNoteValue> ClusterLine::takeNotes(size_t max, Millis now) {
 }
 
 void ClusterLine::wantSlot() {
-  layout_->cluster->wanted.fetch_add(1, std::memory_order_relaxed);
+  if (enabled()) layout_->cluster->wanted.fetch_add(1, std::memory_order_relaxed);
 }
 
 uint64_t ClusterLine::takeWanted() {
