@@ -24,26 +24,36 @@ Three parts:
                  visit time p50/p99 (first request to the end of the admitted
                  page), request latency p50/p99 (the answers Concert gives
                  itself: first page and polls; and the admitted page, which
-                 includes the origin's delay and any wait for a slot), and the
-                 origin's most requests in flight (must be <= cap).
+                 includes the origin's delay and any wait for a slot), the
+                 line's length (live_queue_depth of the first host, twice a
+                 second) and the origin's most requests in flight (the run
+                 fails if it is above the cap).
 2. engine cost   for every three-host measurement: engine round trips
                  (cluster_engine_round_trips_total summed over the hosts) per
-                 second, per admission and per poll; the round-trip time from
-                 concert_cluster_engine_seconds (p50/p99 interpolated within
-                 the buckets, mean = sum/count); from Redis itself (INFO
-                 commandstats): rounds per host per second (SYNC runs: the
-                 only script that calls ZREMRANGEBYSCORE; the agent aims at
-                 10), microseconds per script run; CPU of redis-server and of
-                 the Concert trees.
+                 second, per admission (Concert's admission counters) and per
+                 poll (the polls sent here); the round-trip time from
+                 concert_cluster_engine_seconds summed over the hosts (p50/p99
+                 interpolated within the buckets, mean = sum/count); from
+                 Redis itself (INFO commandstats): rounds per host per second
+                 (SYNC runs, counted by the ZREMRANGEBYSCORE calls only SYNC
+                 makes, calibrated on the idle hosts, where every round trip
+                 is a SYNC; the agent aims at 10) and microseconds per script
+                 run; CPU of redis-server and of the three cluster agents.
 3. rate sweep    open loop: Poisson arrivals at each of --rates visits per
-                 second, cap --sweep-cap, origin --sweep-delay-ms, three hosts,
-                 then one host alone at the same cap and rates (same hosts
-                 for every rate of one setup; between rates the line drains).
-                 Where admissions/s stop following the offered rate, or the
-                 visit time jumps because arrivals start to queue, the CPU
-                 columns (redis-server, Concert, this load generator, the
-                 origin, and both CPUs' busy time from /proc/stat) say what
-                 was short.
+                 second (one visit each), cap --sweep-cap, origin
+                 --sweep-delay-ms; three hosts with each -cluster-lease of
+                 --sweep-leases (default 4, the default lease, and 64), then
+                 one host alone at the same cap and rates. The same hosts for
+                 every rate of one setup; between rates the line drains; once
+                 a setup completes less than half the offered rate its higher
+                 rates are skipped. Where visits/s stop following the offered
+                 rate, or the visit time jumps because arrivals start to
+                 queue, the other columns say what was short: CPU of Concert,
+                 redis-server, this load generator and the origin, both CPUs'
+                 busy time (/proc/stat: other work on the machine shows there),
+                 how late this process's event loop woke up (its own delay is
+                 in every latency measured here), connections it had to open,
+                 and the kernel's listen overflows and SYN retransmits.
 
 Placement (2 CPUs): the Concert hosts and redis-server on CPU 1, this load
 generator and the origin on CPU 0 (--no-pin: none). Everything on 127.0.0.1;
@@ -75,6 +85,7 @@ ORIGIN_MARK = b"<title>churn</title>"  # bench/delay_origin.py's page
 BUCKET_RE = re.compile(r'^concert_cluster_engine_seconds_bucket\{le="([^"]+)"\} (\S+)$', re.M)
 SUM_RE = re.compile(r"^concert_cluster_engine_seconds_sum (\S+)$", re.M)
 COUNT_RE = re.compile(r"^concert_cluster_engine_seconds_count (\S+)$", re.M)
+AGENT_RE = re.compile(r"cluster agent started pid (\d+)")
 CMDSTAT_RE = re.compile(r"^cmdstat_(\w+):calls=(\d+),usec=(\d+)", re.M)
 
 
@@ -223,6 +234,8 @@ class Load:
         self.polls = []     # end times of every /queue/status request
         self.errors = {}
         self.abandoned = 0
+        self.bounced = 0
+        self.stopping = False
         self.in_flight = 0
         self.skipped = 0  # open loop: arrivals not started (too many visits in flight)
 
@@ -252,8 +265,13 @@ class Load:
                 self.error("first answer %d without a ticket" % status)
                 return
             polls = 0
-            while time.monotonic() < deadline:
+            while not self.stopping:
+                if time.monotonic() >= deadline:
+                    self.abandoned += 1
+                    return
                 await asyncio.sleep(a.poll_seconds * (1 + 0.1 * random.random()))
+                if self.stopping:
+                    return
                 status, body = await self.fetch("/queue/status", jar, "poll")
                 polls += 1
                 self.polls.append(time.monotonic())
@@ -270,16 +288,29 @@ class Load:
                 if "room_ticket" not in jar:
                     self.error("ready, then answered %d without a ticket" % status)
                     return
-                self.error("ready, then the waiting page again")
-            self.abandoned += 1
+                self.bounced += 1  # told ready by one host, shown the waiting page by another: polls on
         except (OSError, asyncio.TimeoutError, ValueError) as e:
-            self.error(type(e).__name__)
+            if not self.stopping:
+                self.error(type(e).__name__)
         finally:
             self.in_flight -= 1
 
+    async def finish(self, tasks, grace):
+        """Visits under way are not followed further: each returns at its next step (a request in
+        flight may still end); what is left after `grace` is cancelled."""
+        self.stopping = True
+        tasks = [t for t in tasks or () if not t.done()]
+        if tasks:
+            _, left = await asyncio.wait(tasks, timeout=grace)
+            for t in left:
+                t.cancel()
+            if left:
+                await asyncio.wait(left, timeout=5)
+        self.client.close()
+
     async def closed_loop(self, visitors, until):
         async def one():
-            while time.monotonic() < until:
+            while time.monotonic() < until and not self.stopping:
                 await self.visit()
         tasks = {asyncio.ensure_future(one()) for _ in range(visitors)}
         await asyncio.sleep(max(0.0, until - time.monotonic()))
@@ -352,6 +383,21 @@ def redis_info(port):
     return {m.group(1): (int(m.group(2)), int(m.group(3))) for m in CMDSTAT_RE.finditer(rest.decode())}
 
 
+def tcp_counters():
+    """TcpExt ListenOverflows and TCPSynRetrans (whole machine): a SYN dropped costs a client 1 s."""
+    out = {}
+    try:
+        with open("/proc/net/netstat") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    for names, values in zip(lines[0::2], lines[1::2]):
+        for k, v in zip(names.split()[1:], values.split()[1:]):
+            if names.startswith("TcpExt:") and k in ("ListenOverflows", "TCPSynRetrans"):
+                out[k] = int(v)
+    return out
+
+
 def cpu_times():
     """Busy seconds of CPU 0 and CPU 1 (None for a CPU that does not exist)."""
     n = os.cpu_count() or 1
@@ -361,8 +407,9 @@ def cpu_times():
 class Setup:
     """One origin, one or three Concert hosts, and (three hosts) the shared redis-server."""
 
-    def __init__(self, bench, name, hosts, cap, delay_ms):
+    def __init__(self, bench, name, hosts, cap, delay_ms, lease=None):
         self.bench = bench
+        self.lease = lease if lease is not None else bench.args.lease
         self.name = name
         self.cap = cap
         self.delay_ms = delay_ms
@@ -378,30 +425,52 @@ class Setup:
         if self.cluster:
             bench.rooms += 1
             flags += ["-cluster", "redis://127.0.0.1:%d" % bench.redis_port,
-                      "-cluster-room", "bench%d-%s" % (bench.rooms, name), "-cluster-lease", str(a.lease)]
+                      "-cluster-room", "bench%d-%s" % (bench.rooms, name), "-cluster-lease", str(self.lease)]
         self.hosts = []
+        logs = []
         for i in range(hosts):
-            proc, port, _ = benchlib.start_concert(procs, tmp, pin, a.concert, flags, tag="concert-%s-%d" % (name, i))
+            proc, port, log = benchlib.start_concert(procs, tmp, pin, a.concert, flags, tag="concert-%s-%d" % (name, i))
             self.hosts.append((proc, port))
+            logs.append(log)
         self.ports = [p for _, p in self.hosts]
+        self.agents = []
         if self.cluster:
             ok = benchlib.wait_until(lambda: all(
                 s.get("cluster_engine_up") == 1 and s.get("cluster_hosts") == hosts for s in self.stats()), 15)
             if not ok:
                 raise RuntimeError("%s: the hosts did not all see %d hosts in the engine" % (name, hosts))
+            for log in logs:
+                m = AGENT_RE.search(benchlib.read_text(log))
+                if m:
+                    self.agents.append(int(m.group(1)))
+            self.calibrate()
+
+    def calibrate(self):
+        """SYNC calls ZREMRANGEBYSCORE a fixed number of times per run, and no other script calls it
+        (src/cluster/engine.cpp), so Redis's count of that command counts rounds. While nobody
+        waits and nothing changes, every round trip is a SYNC: the idle ratio gives the calls per SYNC."""
+        def counts():
+            rt = sum(s["cluster_engine_round_trips_total"] for s in self.stats())
+            return rt, redis_info(self.bench.redis_port).get("zremrangebyscore", (0, 0))[0]
+        time.sleep(0.5)
+        rt0, z0 = counts()
+        time.sleep(1.5)
+        rt1, z1 = counts()
+        self.zrem_per_sync = max(1, int(round((z1 - z0) / (rt1 - rt0)))) if rt1 > rt0 else 1
 
     def stats(self):
         return [benchlib.concert_stats(p) for p in self.ports]
 
     def snapshot(self):
         b = self.bench
-        snap = {"t": time.monotonic(), "stats": self.stats(), "cpu": cpu_times(),
+        snap = {"t": time.monotonic(), "stats": self.stats(), "cpu": cpu_times(), "tcp": tcp_counters(),
                 "concert_ns": sum(benchlib.tree_cpu_ns(proc.pid) for proc, _ in self.hosts),
                 "origin_ns": benchlib.process_cpu_ns(self.origin.pid),
                 "load_ns": benchlib.process_cpu_ns(os.getpid()),
                 "origin": json.loads(http_text(self.origin_port, "/__origin_stats"))}
         if self.cluster:
             snap["redis_ns"] = benchlib.process_cpu_ns(b.redis.pid)
+            snap["agent_ns"] = sum(benchlib.process_cpu_ns(pid) for pid in self.agents)
             snap["redis"] = redis_info(b.redis_port)
             buckets, total_sum, total_count = {}, 0.0, 0.0
             for p in self.ports:
@@ -464,11 +533,13 @@ class Row:
         self.concert_cpu = (s1["concert_ns"] - s0["concert_ns"]) / 1e9 / w
         self.origin_cpu = (s1["origin_ns"] - s0["origin_ns"]) / 1e9 / w
         self.load_cpu = (s1["load_ns"] - s0["load_ns"]) / 1e9 / w
+        self.tcp = {k: s1["tcp"].get(k, 0) - v for k, v in s0["tcp"].items()}
         self.cpu_busy = [(b - a) / w if a is not None and b is not None else None
                          for a, b in zip(s0["cpu"], s1["cpu"])]
         self.cluster = setup.cluster
         self.errors = dict(load.errors)
         self.abandoned = load.abandoned
+        self.bounced = load.bounced
         self.skipped = load.skipped
         if not self.cluster:
             return
@@ -486,10 +557,11 @@ class Row:
         def calls(name):
             return r1.get(name, (0, 0))[0] - r0.get(name, (0, 0))[0]
         evals = calls("eval")
-        self.syncs = calls("zremrangebyscore")  # once per SYNC, in no other script
+        self.syncs = calls("zremrangebyscore") / setup.zrem_per_sync  # in SYNC only (Setup.calibrate)
         self.rounds_per_host = self.syncs / w / self.hosts
         self.eval_us = (r1["eval"][1] - r0["eval"][1]) / evals if evals else None
         self.redis_cpu = (s1["redis_ns"] - s0["redis_ns"]) / 1e9 / w
+        self.agent_cpu = (s1["agent_ns"] - s0["agent_ns"]) / 1e9 / w if setup.agents else None
 
 
 class Bench:
@@ -521,16 +593,40 @@ class Bench:
         runner = asyncio.ensure_future(drive(load, until))
         await asyncio.sleep(max(0.0, start + warmup - time.monotonic()))
         s0 = await loop.run_in_executor(None, setup.snapshot)
+        depths = []
+
+        async def sample():
+            # The line's length as the first host sees it (-cluster: the engine's line + tickets
+            # issued there that it does not list yet), twice a second.
+            while time.monotonic() < until - 0.5:
+                try:
+                    st = await loop.run_in_executor(None, benchlib.concert_stats, setup.ports[0])
+                    depths.append(st.get("live_queue_depth", 0))
+                except (OSError, ValueError):
+                    pass
+                await asyncio.sleep(0.5)
+        lags = []
+
+        async def lag():
+            # How late this process's event loop wakes up: the load generator's own delay, which
+            # every latency measured here includes.
+            while time.monotonic() < until - 0.1:
+                t = time.monotonic()
+                await asyncio.sleep(0.02)
+                lags.append(time.monotonic() - t - 0.02)
+        connects0 = load.client.connects
+        monitors = [asyncio.ensure_future(sample()), asyncio.ensure_future(lag())]
         await asyncio.sleep(max(0.0, until - time.monotonic()))
         s1 = await loop.run_in_executor(None, setup.snapshot)
-        left = await runner
-        # Visits still under way are not followed further.
-        for task in list(left or ()):
-            task.cancel()
-        if left:
-            await asyncio.gather(*left, return_exceptions=True)
-        load.client.close()
+        connects = load.client.connects - connects0
+        await asyncio.gather(*monitors)
+        await load.finish(await runner, grace=3.0)
         row = Row(setup, label, load, s0, s1, offered)
+        row.depth_mean = sum(depths) / len(depths) if depths else None
+        row.depth_max = max(depths) if depths else None
+        row.restarted = False
+        row.lag_p99 = percentile(lags, 99)
+        row.connects = connects
         if row.origin_max > setup.cap:
             raise RuntimeError("%s: the origin saw %d requests at once, above the cap %d" % (
                 label, row.origin_max, setup.cap))
@@ -548,7 +644,7 @@ class Bench:
             name = "bind%d" % hosts
             setup = Setup(self, name, hosts, a.cap, a.delay_ms)
             try:
-                label = "1 host" if hosts == 1 else "3 hosts, -cluster"
+                label = "1 host" if hosts == 1 else "3 hosts, -cluster-lease %d" % a.lease
                 rows.append(await self.measure(setup, label, lambda load, until: load.closed_loop(a.visitors, until),
                                                a.warmup, a.duration))
             finally:
@@ -557,21 +653,32 @@ class Bench:
 
     async def part3(self):
         a = self.args
+        loop = asyncio.get_running_loop()
         rows = []
-        for hosts in (3, 1):
-            setup = Setup(self, "sweep%d" % hosts, hosts, a.sweep_cap, a.sweep_delay_ms)
+        for hosts, lease in [(3, lease) for lease in a.sweep_leases] + [(1, None)]:
+            name = "3 hosts, -cluster-lease %d" % lease if hosts == 3 else "1 host"
+            setup = None
             try:
-                for rate in a.rates:
-                    label = "%s, %d/s offered" % ("3 hosts" if hosts == 3 else "1 host", rate)
-                    rows.append(await self.measure(setup, label,
-                                                   lambda load, until, r=rate: load.open_loop(r, until),
-                                                   a.step_warmup, a.step_seconds, offered=rate))
-                    await asyncio.get_running_loop().run_in_executor(None, setup.drain, 10.0)
-                    if rows[-1].rate < 0.5 * rate and rate != a.rates[-1]:
+                for i, rate in enumerate(a.rates):
+                    if setup is None:
+                        setup = Setup(self, "sweep%d-%s-%d" % (hosts, lease, i), hosts, a.sweep_cap,
+                                      a.sweep_delay_ms, lease)
+                    label = "%s | %d/s offered" % (name, rate)
+                    row = await self.measure(setup, label, lambda load, until, r=rate: load.open_loop(r, until),
+                                             a.step_warmup, a.step_seconds, offered=rate)
+                    rows.append(row)
+                    if row.rate < 0.5 * rate and rate != a.rates[-1]:
                         print("  (%s: below half the offered rate; higher rates skipped)" % label, file=sys.stderr)
                         break
+                    # The visitors still in line when a step ends leave their tickets behind (until the
+                    # token TTL): a line that has not emptied gets fresh hosts and a fresh room.
+                    if not await loop.run_in_executor(None, setup.drain, a.drain_seconds):
+                        row.restarted = True
+                        setup.stop()
+                        setup = None
             finally:
-                setup.stop()
+                if setup is not None:
+                    setup.stop()
         return rows
 
     def run(self):
@@ -586,8 +693,8 @@ class Bench:
                 print("cluster: cap %d binding, 1 host then 3 hosts" % a.cap, file=sys.stderr)
                 result["part1"] = loop.run_until_complete(self.part1())
             if "sweep" in a.parts:
-                print("cluster: offered rates %s at cap %d, 3 hosts then 1 host" % (
-                    ",".join(map(str, a.rates)), a.sweep_cap), file=sys.stderr)
+                print("cluster: offered rates %s at cap %d, 3 hosts (lease %s) then 1 host" % (
+                    ",".join(map(str, a.rates)), a.sweep_cap, " and ".join(map(str, a.sweep_leases))), file=sys.stderr)
                 result["part3"] = loop.run_until_complete(self.part3())
         finally:
             loop.close()
@@ -606,8 +713,16 @@ def table(head, lines):
     return out
 
 
+def depth_text(r):
+    return "%s / %s" % (fmt(r.depth_mean, "%.0f"), fmt(r.depth_max, "%d"))
+
+
 def errors_text(r):
     parts = ["%s ×%d" % kv for kv in sorted(r.errors.items())]
+    if r.tcp.get("ListenOverflows"):
+        parts.append("listen overflows ×%d" % r.tcp["ListenOverflows"])
+    if r.tcp.get("TCPSynRetrans"):
+        parts.append("SYN retransmits ×%d" % r.tcp["TCPSynRetrans"])
     if r.abandoned:
         parts.append("abandoned ×%d" % r.abandoned)
     if r.skipped:
@@ -624,12 +739,13 @@ def engine_cells(r):
         return ["—"] * 8
     return [fmt(r.rt_per_s, "%.1f"), fmt(r.rt_per_admission, "%.2f"), fmt(r.rt_per_poll, "%.2f"),
             "%s / %s / %s" % (fmt(r.rtt_p50, "%.2f", 1e3), fmt(r.rtt_p99, "%.2f", 1e3), fmt(r.rtt_mean, "%.2f", 1e3)),
-            fmt(r.rounds_per_host, "%.1f"), fmt(r.eval_us, "%.0f"), fmt(r.redis_cpu, "%.1f", 100), str(r.inversions)]
+            fmt(r.rounds_per_host, "%.1f"), fmt(r.eval_us, "%.0f"), fmt(r.redis_cpu, "%.1f", 100),
+            fmt(r.agent_cpu, "%.1f", 100), str(r.inversions)]
 
 
 ENGINE_HEAD = ["engine round trips/s (all hosts)", "round trips per admission", "round trips per poll",
                "round trip ms p50 / p99 / mean", "rounds/s per host (target 10)", "Redis µs per script",
-               "redis-server CPU %", "FIFO inversions"]
+               "redis-server CPU %", "cluster agents CPU %", "FIFO inversions"]
 
 
 def report(args, result, pin):
@@ -640,10 +756,13 @@ def report(args, result, pin):
                m["nproc"], m["model"], m["kernel"],
                "Concert hosts and redis-server on CPU 1; this load generator (Python asyncio) and the delay "
                "origin on CPU 0" if pin.enabled else "none"),
-           "* %s; %s. Every host `-workers %d`; three hosts share one redis-server (`--save \"\" --appendonly no`) "
-           "with `-cluster -cluster-lease %d` (lease TTL 10 s, fail open: the defaults)." % (
-               benchlib.tool_version([args.concert, "-version"]), benchlib.tool_version(["redis-server", "--version"]),
-               args.workers, args.lease),
+           "* Binary: `%s` (%s, modified %s UTC); %s. Every host `-workers %d`; three hosts share one "
+           "redis-server (`--save \"\" --appendonly no`) with `-cluster` (`-cluster-lease %d` unless a row "
+           "says otherwise; lease TTL 10 s, fail open: the defaults)." % (
+               args.concert, benchlib.tool_version([args.concert, "-version"]),
+               datetime.datetime.fromtimestamp(os.path.getmtime(args.concert), datetime.timezone.utc).strftime(
+                   "%Y-%m-%d %H:%M"),
+               " ".join(benchlib.tool_version(["redis-server", "--version"]).split()[:3]), args.workers, args.lease),
            "* Visitors: browser Accept header, waiting page, `/queue/status` every %.2g s (+0–10 %%), the page again "
            "when ready; every request to a host drawn at random." % args.poll_seconds,
            "* System load average (1 min) before / after: %s / %s." % (args.load_before, benchlib.load_average()),
@@ -654,15 +773,16 @@ def report(args, result, pin):
                 "Origin pages take %g ms; %d visitors, each starting a new visit (no cookies) when the last ended; "
                 "%d s measured after %d s of warm-up." % (args.delay_ms, args.visitors, args.duration, args.warmup), ""]
         out += table(
-            ["setup", "visits/s", "admissions/s (Concert)", "queued share", "visit s p50 / p99", "polls per visit",
-             "first page + polls ms p50 / p99", "admitted page ms p50 / p99", "origin concurrency mean / max (cap)",
-             "Concert CPU %", "CPU 0 / CPU 1 busy %", "errors"],
+            ["setup", "visits/s", "admissions/s (Concert's count)", "queued share", "visit s p50 / p99",
+             "polls per visit", "first page + polls ms p50 / p99", "admitted page ms p50 / p99", "line mean / max",
+             "origin concurrency mean / max (cap)", "Concert CPU %", "load generator lag ms p99",
+             "CPU 0 / CPU 1 busy %", "told ready, then the waiting page", "errors"],
             [[r.label, "%.1f" % r.rate, "%.1f" % (r.admissions / r.window), fmt(r.queued_share, "%.0f %%", 100),
               "%s / %s" % (fmt(r.visit_p50, "%.2f"), fmt(r.visit_p99, "%.2f")), fmt(r.polls_per_visit, "%.2f"),
               "%s / %s" % (fmt(r.own_p50, "%.2f", 1e3), fmt(r.own_p99, "%.2f", 1e3)),
-              "%s / %s" % (fmt(r.adm_p50, "%.0f", 1e3), fmt(r.adm_p99, "%.0f", 1e3)),
+              "%s / %s" % (fmt(r.adm_p50, "%.0f", 1e3), fmt(r.adm_p99, "%.0f", 1e3)), depth_text(r),
               "%.2f / %d (%d)" % (r.origin_mean_conc, r.origin_max, r.cap), fmt(r.concert_cpu, "%.1f", 100),
-              cpu_text(r), errors_text(r)] for r in p1])
+              fmt(r.lag_p99, "%.1f", 1e3), cpu_text(r), str(r.bounced), errors_text(r)] for r in p1])
         out.append("")
         clustered = [r for r in p1 if r.cluster]
         if clustered:
@@ -674,25 +794,32 @@ def report(args, result, pin):
     if p3:
         out += ["## Offered admission rate (open loop), cap %d" % args.sweep_cap, "",
                 "Poisson arrivals at each rate, one visit each; origin pages take %g ms (bound cap / delay = %.0f/s); "
-                "%d s measured after %d s per rate, the same hosts for every rate of one setup, the line drained "
-                "between rates." % (args.sweep_delay_ms, args.sweep_cap / (args.sweep_delay_ms / 1e3),
+                "%d s measured after %d s per rate; one setup's rates on the same hosts, one after the other, "
+                "unless marked †." % (args.sweep_delay_ms, args.sweep_cap / (args.sweep_delay_ms / 1e3),
                                     args.step_seconds, args.step_warmup), ""]
         out += table(
             ["setup", "offered/s", "visits/s", "queued share", "visit s p50 / p99", "first page + polls ms p50 / p99",
-             "origin concurrency mean / max", "Concert CPU %", "load generator CPU %", "origin CPU %",
-             "CPU 0 / CPU 1 busy %", "errors"],
-            [[r.label.split(",")[0], str(r.offered), "%.1f" % r.rate, fmt(r.queued_share, "%.0f %%", 100),
+             "line mean / max", "origin concurrency mean / max", "Concert CPU %", "load generator CPU %",
+             "origin CPU %", "load generator lag ms p99", "connections opened", "CPU 0 / CPU 1 busy %",
+             "told ready, then the waiting page", "errors"],
+            [[r.label.split(" | ")[0], str(r.offered) + (" †" if r.restarted else ""), "%.1f" % r.rate,
+              fmt(r.queued_share, "%.0f %%", 100),
               "%s / %s" % (fmt(r.visit_p50, "%.3f"), fmt(r.visit_p99, "%.3f")),
-              "%s / %s" % (fmt(r.own_p50, "%.2f", 1e3), fmt(r.own_p99, "%.2f", 1e3)),
+              "%s / %s" % (fmt(r.own_p50, "%.2f", 1e3), fmt(r.own_p99, "%.2f", 1e3)), depth_text(r),
               "%.2f / %d" % (r.origin_mean_conc, r.origin_max), fmt(r.concert_cpu, "%.0f", 100),
-              fmt(r.load_cpu, "%.0f", 100), fmt(r.origin_cpu, "%.0f", 100), cpu_text(r), errors_text(r)]
-             for r in p3])
+              fmt(r.load_cpu, "%.0f", 100), fmt(r.origin_cpu, "%.0f", 100), fmt(r.lag_p99, "%.1f", 1e3),
+              str(r.connects), cpu_text(r), str(r.bounced), errors_text(r)] for r in p3])
         out.append("")
+        if any(r.restarted for r in p3):
+            out += ["† The line had not emptied %g s after this rate ended (tickets of the visitors this "
+                    "script stopped stay until the token TTL): the next rate ran on fresh hosts in a new "
+                    "room." % args.drain_seconds, ""]
         clustered = [r for r in p3 if r.cluster]
         if clustered:
             out += ["Engine, same three-host windows:", ""]
-            out += table(["offered/s", "admissions", "polls"] + ENGINE_HEAD,
-                         [[str(r.offered), str(r.admissions), str(r.polls)] + engine_cells(r) for r in clustered])
+            out += table(["setup", "offered/s", "admissions", "polls"] + ENGINE_HEAD,
+                         [[r.label.split(" | ")[0], str(r.offered), str(r.admissions), str(r.polls)] + engine_cells(r)
+                          for r in clustered])
             out.append("")
     for n in result["notes"]:
         out.append("Note: " + n)
@@ -716,17 +843,21 @@ def main():
                    help="origin page time, part 1")
     p.add_argument("--visitors", type=int, default=env_default("CLUSTER_VISITORS", 60, int),
                    help="closed-loop visitors, part 1")
-    p.add_argument("--duration", type=int, default=env_default("CLUSTER_DURATION", 20, int),
+    p.add_argument("--duration", type=int, default=env_default("CLUSTER_DURATION", 15, int),
                    help="measured seconds per setup, part 1")
-    p.add_argument("--warmup", type=int, default=env_default("CLUSTER_WARMUP", 8, int))
+    p.add_argument("--warmup", type=int, default=env_default("CLUSTER_WARMUP", 6, int))
     p.add_argument("--poll-seconds", type=float, default=env_default("CLUSTER_POLL_SECONDS", 1.0, float))
-    p.add_argument("--rates", default=env_default("CLUSTER_RATES", "50,100,200,400,800"),
+    p.add_argument("--rates", default=env_default("CLUSTER_RATES", "100,200,400,800,1600,3200"),
                    help="offered visits per second, part 3")
     p.add_argument("--sweep-cap", type=int, default=env_default("CLUSTER_SWEEP_CAP", 200, int))
     p.add_argument("--sweep-delay-ms", type=float, default=env_default("CLUSTER_SWEEP_DELAY_MS", 20.0, float))
-    p.add_argument("--step-seconds", type=int, default=env_default("CLUSTER_STEP_SECONDS", 10, int))
-    p.add_argument("--step-warmup", type=int, default=env_default("CLUSTER_STEP_WARMUP", 3, int))
+    p.add_argument("--sweep-leases", default=env_default("CLUSTER_SWEEP_LEASES", "4,64"),
+                   help="-cluster-lease of the three-host setups, part 3")
+    p.add_argument("--step-seconds", type=int, default=env_default("CLUSTER_STEP_SECONDS", 8, int))
+    p.add_argument("--step-warmup", type=int, default=env_default("CLUSTER_STEP_WARMUP", 2, int))
     p.add_argument("--max-in-flight", type=int, default=4000, help="open loop: visits under way at most")
+    p.add_argument("--drain-seconds", type=float, default=3.0,
+                   help="part 3: how long the line may take to empty after a rate before the hosts are replaced")
     p.add_argument("--request-timeout", type=float, default=35.0)
     p.add_argument("--visit-timeout", type=float, default=120.0)
     p.add_argument("--no-pin", action="store_true")
@@ -737,6 +868,7 @@ def main():
     args.pin_self = not args.no_pin
     args.parts = [s.strip() for s in args.parts.split(",") if s.strip()]
     args.rates = [int(r) for r in str(args.rates).split(",") if r.strip()]
+    args.sweep_leases = [int(x) for x in str(args.sweep_leases).split(",") if x.strip()]
     if not benchlib.concert_usable(args.concert):
         sys.exit("cluster: %s is not a usable concert binary" % args.concert)
     if not benchlib.concert_has_flag(args.concert, "-cluster"):

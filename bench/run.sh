@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench`: four sections, each printing its Markdown table (also written to
+# `make bench`: five sections, each printing its Markdown table (also written to
 # bench/results/):
 #
 #   shm     shared-memory micro-benchmarks (BUILD/bench/shm_bench, if built)
@@ -14,6 +14,12 @@
 #   queue   queue scale: 1,000 to 1,000,000 visitors joining through GET /,
 #           then polling /queue/status; CPU per poll, latency, memory and
 #           segment bytes per visitor (bench/queue_scale.py) -> results/queue_scale.md
+#   cluster several hosts: one Concert against three sharing one line and cap
+#           through a local redis-server (-cluster); visitors through the
+#           waiting room (ticket, polls, back when ready), engine round trips
+#           per admission and per poll, an offered-rate sweep
+#           (bench/cluster.py) -> results/cluster.md; skipped with a message
+#           when redis-server is not installed
 #
 #   bash bench/run.sh BUILD_DIR
 #
@@ -22,19 +28,25 @@
 # CHURN_CAP (origin concurrency N of the churn section, default 20; wrk uses 2N
 # connections), QUEUE_N (visitor counts for the queue-scale run, default
 # 1000,10000,100000,1000000), QUEUE_POLL_SECONDS (seconds per poll phase,
-# default 15), BENCH_SKIP (comma list of shm,e2e,churn,queue), BENCH_NICE (run
+# default 15), BENCH_SKIP (comma list of shm,e2e,churn,queue,cluster), BENCH_NICE (run
 # every benchmark process at this nice level, e.g. -5 as root on a machine that
 # is busy with other work; every setup gets the same level; with the kernel's
 # session autogroups the session's group nice is set too, since plain nice only
-# ranks tasks within one group, and restored at exit).
+# ranks tasks within one group, and restored at exit). The cluster section reads
+# its own: CLUSTER_CONCERT (the binary, default BUILD/concert), CLUSTER_CAP (10),
+# CLUSTER_DELAY_MS (250), CLUSTER_VISITORS (60), CLUSTER_DURATION (15),
+# CLUSTER_WARMUP (6), CLUSTER_POLL_SECONDS (1), CLUSTER_RATES (offered visits/s,
+# 100,200,400,800,1600,3200), CLUSTER_SWEEP_CAP (200), CLUSTER_SWEEP_DELAY_MS (20),
+# CLUSTER_SWEEP_LEASES (4,64), CLUSTER_STEP_SECONDS (8), CLUSTER_STEP_WARMUP (2).
 #
 # With the defaults the whole run takes about 7 minutes on a 2-CPU machine
-# (shm ~1, e2e ~2, churn ~1, queue ~3.5; each section prints its own time).
+# (shm ~1, e2e ~2, churn ~1, queue ~3.5), plus about 4 for the cluster section;
+# each section prints its own time.
 #
 # Everything runs on 127.0.0.1. The Python drivers stop what they start; if they
 # are killed themselves, the trap below stops every process they recorded in the
 # pid file, by pid, after checking it is still one of ours (nginx, haproxy, wrk,
-# concert, the churn origin). Scratch files live in one mktemp directory, removed
+# concert, the churn origin, redis-server). Scratch files live in one mktemp directory, removed
 # at exit.
 set -euo pipefail
 
@@ -71,7 +83,7 @@ cleanup() {
     kill -0 "$pid" 2>/dev/null || continue
     cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
     case "$cmd" in
-      *nginx*|*haproxy*|*wrk*|*concert*|*delay_origin.py*) kill -TERM "$pid" 2>/dev/null || true ;;
+      *nginx*|*haproxy*|*wrk*|*concert*|*delay_origin.py*|*redis-server*) kill -TERM "$pid" 2>/dev/null || true ;;
     esac
   done <"$PIDS"
   rm -rf "$TMP"
@@ -159,6 +171,19 @@ if ! skip queue; then
     --n "${QUEUE_N:-1000,10000,100000,1000000}" --poll-seconds "${QUEUE_POLL_SECONDS:-15}" \
     --out "$HERE/results/queue_scale.md" || status=1
   section_end queue
+fi
+
+if ! skip cluster; then
+  echo "== several hosts (bench/cluster.py)"
+  section_start
+  if command -v redis-server >/dev/null 2>&1; then
+    mkdir -p "$TMP/cluster"
+    run_driver python3 "$HERE/cluster.py" --concert "${CLUSTER_CONCERT:-$CONCERT}" --tmp "$TMP/cluster" \
+      --pid-file "$PIDS" --out "$HERE/results/cluster.md" || status=1
+  else
+    echo "redis-server not installed (apt-get install redis-server): skipped"
+  fi
+  section_end cluster
 fi
 
 echo "results: $HERE/results/ (whole run: $((SECONDS - RUN_START)) s)"
