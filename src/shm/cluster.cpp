@@ -160,7 +160,9 @@ void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLi
     uint32_t returned = 0, waiting = 0, written = 0;
     for (uint32_t r = 0; r < count; ++r, ++written) {
       const ClusterLineEntry& e = (*line)[r];
-      // Sections come in order (returned, line, missed); one out of order ends the copy.
+      // Sections come in order (returned, line, missed); one out of order, or
+      // an id no host hands out, ends the copy.
+      if (e.id == 0 || e.id > kMaxId) break;
       if (e.section == LineSection::Returned && r != returned) break;
       if (e.section == LineSection::Waiting && r != returned + waiting) break;
       returned += e.section == LineSection::Returned;
