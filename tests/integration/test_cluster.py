@@ -46,7 +46,7 @@ import time
 import unittest
 from collections import Counter
 
-from concert_harness import BIN, Concert, TEST_SECRET, headers_all, wait_for
+from concert_harness import BIN, Concert, TEST_SECRET, jar_update, wait_for
 from fake_origin import FakeOrigin, Recorder
 from redis_server import RedisServer, redis_available
 
@@ -161,16 +161,6 @@ class TaggedOrigins:
 
 
 # -- clients -------------------------------------------------------------------------------------------
-
-def jar_update(jar, headers):
-    for line in headers_all(headers, "Set-Cookie"):
-        name, _, rest = line.partition("=")
-        value = rest.split(";")[0]
-        if "Max-Age=0" in line or value == "":
-            jar.pop(name, None)
-        else:
-            jar[name] = value
-
 
 def request_from(port, source, path, headers=None, timeout=10):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))

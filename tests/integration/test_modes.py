@@ -22,23 +22,13 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, header, headers_all, wait_for
+from concert_harness import Concert, header, jar_update, wait_for
 from fake_origin import FakeOrigin
 
 JSON = {"Accept": "application/json"}
 BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 TOKEN = "mode-token"
 AUTH = {"Authorization": "Bearer " + TOKEN}
-
-
-def jar_update(jar, headers):
-    for line in headers_all(headers, "Set-Cookie"):
-        name, _, rest = line.partition("=")
-        value = rest.split(";")[0]
-        if "Max-Age=0" in line or value == "":
-            jar.pop(name, None)
-        else:
-            jar[name] = value
 
 
 class Visitor:

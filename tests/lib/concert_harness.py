@@ -252,6 +252,18 @@ def set_cookies(headers):
     return out
 
 
+def jar_update(jar, headers):
+    """A cookie jar (dict name -> value) after a response's Set-Cookie headers:
+    a cookie set to "" or with Max-Age=0 leaves the jar."""
+    for line in headers_all(headers, "Set-Cookie"):
+        name, _, rest = line.partition("=")
+        value = rest.split(";")[0]
+        if "Max-Age=0" in line or value == "":
+            jar.pop(name, None)
+        else:
+            jar[name] = value
+
+
 def raw_exchange(port, data, timeout=5, read_until_close=True):
     """Send raw bytes, return everything received until close or timeout."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
