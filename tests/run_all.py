@@ -6,58 +6,125 @@ Suites:
     multi-process tests, built with ASan+UBSan);
   * Python suites tests/integration/test_*.py and tests/browser/test_*.py,
     each run in its own interpreter through tests/pysuite.py.
-A suite that crashes or prints no summary counts as one failure. The full
-output of every suite is kept in BUILD/test-logs/<suite>.log.
+
+Suites run side by side, `--jobs` at a time: every suite starts its own
+Concert, origins and Redis on ports the kernel picks, so they do not meet.
+A Python suite that measures timing or memory (or loads the machine on
+purpose) says so with a module-level line
+
+    SERIAL = "why it must run alone"
+
+and runs alone, after the others. The longest suites start first (their
+times from the last run are kept in BUILD/test-logs/durations.json).
+
+Output is one line per suite in a fixed order (binaries, then Python suites
+by path), whatever order they finish in. A suite that crashes, times out or
+prints no summary counts as one failure, and its whole output is printed.
+The full output of every suite is kept in BUILD/test-logs/<suite>.log.
 """
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCTEST_RE = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed")
 PYSUITE_RE = re.compile(r"^PYSUITE passed=(\d+) failed=(\d+) skipped=(\d+)$", re.M)
+SERIAL_RE = re.compile(r"^SERIAL\s*=\s*['\"](.+)['\"]\s*$", re.M)
+DEFAULT_JOBS = 4  # two cores: the suites mostly wait on timers and sockets
+
+
+class Suite:
+    def __init__(self, kind, path, build):
+        self.kind = kind
+        self.path = path
+        self.name = os.path.relpath(path, ROOT) if kind == "py" else os.path.relpath(path, build)
+        self.serial = None
+        if kind == "py":
+            with open(path, encoding="utf-8") as f:
+                m = SERIAL_RE.search(f.read())
+            self.serial = m.group(1) if m else None
+        self.passed = self.failed = self.skipped = 0
+        self.secs = 0.0
+        self.out = ""
+        self.done = threading.Event()
+
+    def command(self):
+        if self.kind == "bin":
+            return [self.path]
+        return [sys.executable, os.path.join(ROOT, "tests", "pysuite.py"), self.path]
+
+    def run(self, env, timeout, log_dir):
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(self.command(), env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+            out, rc = proc.stdout.decode("utf-8", "replace"), proc.returncode
+        except subprocess.TimeoutExpired as e:
+            out = (e.stdout or b"").decode("utf-8", "replace") + "\n*** suite timed out after %ds\n" % timeout
+            rc = -1
+        self.secs = time.monotonic() - start
+        if self.kind == "bin":
+            m = DOCTEST_RE.findall(out)
+            self.passed, self.failed = (int(m[-1][1]), int(m[-1][2])) if m else (0, 0)
+        else:
+            m = PYSUITE_RE.findall(out)
+            if m:
+                self.passed, self.failed, self.skipped = (int(x) for x in m[-1])
+        if not m or (rc != 0 and self.failed == 0):
+            self.failed += 1  # crashed, timed out, or exited non-zero without a failing case
+        self.out = out
+        with open(os.path.join(log_dir, self.name.replace("/", "_") + ".log"), "w") as f:
+            f.write(out)
+        self.done.set()
 
 
 def find_binaries(build):
     found = []
-    for sub in ("tests",):
-        for dirpath, _, files in os.walk(os.path.join(build, sub)):
-            for name in files:
-                path = os.path.join(dirpath, name)
-                if name.startswith("test_") and os.access(path, os.X_OK) and "." not in name:
-                    found.append(path)
+    for dirpath, _, files in os.walk(os.path.join(build, "tests")):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if name.startswith("test_") and os.access(path, os.X_OK) and "." not in name:
+                found.append(path)
     return sorted(found)
 
 
 def find_python_suites(soak):
     suites = []
-    dirs = ["tests/integration", "tests/browser"]
-    if soak:
-        dirs.append("tests/soak")
+    dirs = ["tests/integration", "tests/browser"] + (["tests/soak"] if soak else [])
     for d in dirs:
         full = os.path.join(ROOT, d)
-        if not os.path.isdir(full):
-            continue
-        for name in sorted(os.listdir(full)):
-            if name.startswith("test_") and name.endswith(".py"):
-                suites.append(os.path.join(full, name))
+        if os.path.isdir(full):
+            suites += [os.path.join(full, n) for n in sorted(os.listdir(full))
+                       if n.startswith("test_") and n.endswith(".py")]
     return suites
 
 
-def run(cmd, env, timeout):
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              timeout=timeout)
-        out = proc.stdout.decode("utf-8", "replace")
-        rc = proc.returncode
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode("utf-8", "replace") + "\n*** suite timed out after %ds\n" % timeout
-        rc = -1
-    return rc, out, time.monotonic() - start
+def schedule(suites, durations, jobs, env, timeout, log_dir):
+    """Run the parallel suites `jobs` at a time, longest first, then each serial suite alone."""
+    parallel = sorted((s for s in suites if not s.serial), key=lambda s: -durations.get(s.name, 60.0))
+    serial = [s for s in suites if s.serial]
+    lock = threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                if not parallel:
+                    return
+                suite = parallel.pop(0)
+            suite.run(env, timeout, log_dir)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for suite in serial:
+        suite.run(env, timeout, log_dir)
 
 
 def main():
@@ -65,6 +132,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--soak", action="store_true")
     ap.add_argument("--only", default="", help="substring filter on suite paths")
+    ap.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("CONCERT_TEST_JOBS", DEFAULT_JOBS)),
+                    help="suites run at once (default %(default)s; 1 runs them one after another)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
 
@@ -74,39 +143,51 @@ def main():
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    timeout = 1800 if args.soak else 600
 
     log_dir = os.path.join(build, "test-logs")
     os.makedirs(log_dir, exist_ok=True)
-    total_passed = total_failed = total_skipped = 0
+    durations_path = os.path.join(log_dir, "durations.json")
+    try:
+        with open(durations_path) as f:
+            durations = json.load(f)
+    except (OSError, ValueError):
+        durations = {}
+
+    suites = [Suite("bin", p, build) for p in find_binaries(build)]
+    suites += [Suite("py", p, build) for p in find_python_suites(args.soak)]
+    suites = [s for s in suites if args.only in s.path]
+
+    started = time.monotonic()
+    runner = threading.Thread(target=schedule, args=(suites, durations, args.jobs, env, timeout, log_dir),
+                              daemon=True)
+    runner.start()
+
     failed_suites = []
-
-    suites = [("bin", p) for p in find_binaries(build)] + [("py", p) for p in find_python_suites(args.soak)]
-    suites = [s for s in suites if args.only in s[1]]
-    for kind, path in suites:
-        name = os.path.relpath(path, ROOT) if kind == "py" else os.path.relpath(path, build)
-        if kind == "bin":
-            rc, out, secs = run([path], env, 900)
-            m = DOCTEST_RE.findall(out)
-            passed, failed, skipped = (int(m[-1][1]), int(m[-1][2]), 0) if m else (0, 0, 0)
-        else:
-            rc, out, secs = run([sys.executable, os.path.join(ROOT, "tests", "pysuite.py"), path], env,
-                                1800 if args.soak else 600)
-            m = PYSUITE_RE.findall(out)
-            passed, failed, skipped = (int(m[-1][0]), int(m[-1][1]), int(m[-1][2])) if m else (0, 0, 0)
-        with open(os.path.join(log_dir, name.replace("/", "_") + ".log"), "w") as f:
-            f.write(out)
-        if not m or (rc != 0 and failed == 0):
-            failed += 1  # crashed, timed out, or exited non-zero without a failing case
-        ok = failed == 0
-        print("%-4s %-48s %4d passed %3d failed %3d skipped  %6.1fs" % ("ok" if ok else "FAIL", name, passed,
-                                                                      failed, skipped, secs), flush=True)
+    for s in suites:  # report in a fixed order as each suite (and all before it) finishes
+        s.done.wait()
+        ok = s.failed == 0
+        print("%-4s %-48s %4d passed %3d failed %3d skipped  %6.1fs%s" % (
+            "ok" if ok else "FAIL", s.name, s.passed, s.failed, s.skipped, s.secs,
+            "  (alone)" if s.serial else ""), flush=True)
         if not ok:
-            failed_suites.append(name)
-            sys.stdout.write("---- output of %s ----\n%s\n---- end of %s ----\n" % (name, out[-20000:], name))
-        total_passed += passed
-        total_failed += failed
-        total_skipped += skipped
+            failed_suites.append(s.name)
+            sys.stdout.write("---- output of %s ----\n%s\n---- end of %s ----\n" % (s.name, s.out, s.name))
+            sys.stdout.flush()
+    runner.join()
 
+    for s in suites:
+        durations[s.name] = round(s.secs, 1)
+    try:
+        with open(durations_path, "w") as f:
+            json.dump(durations, f, indent=1, sort_keys=True)
+    except OSError:
+        pass
+
+    total_passed = sum(s.passed for s in suites)
+    total_failed = sum(s.failed for s in suites)
+    total_skipped = sum(s.skipped for s in suites)
+    print("suites: %d in %.1fs wall, %d at a time" % (len(suites), time.monotonic() - started, args.jobs))
     if failed_suites:
         print("failed suites: " + ", ".join(failed_suites))
     if total_skipped:

@@ -1,2 +1,3 @@
+// The one doctest runner every unit-test binary links.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
