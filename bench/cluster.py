@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Several hosts: one Concert against three sharing one line and one cap
-through Redis (-cluster, traffic.md §8).
+through Redis (-cluster).
 
 Every visitor goes through the waiting room for real, as the built-in page
 does when its event stream is not used: GET the page with a browser's Accept

@@ -14,8 +14,9 @@ purpose) says so with a module-level line
 
     SERIAL = "why it must run alone"
 
-and runs alone, after the others. The longest suites start first (their
-times from the last run are kept in BUILD/test-logs/durations.json).
+and runs alone, after the others. The longest suites start first: their
+times from the last run are kept in BUILD/test-logs/durations.json, and
+tests/suite_times.json holds them for a fresh clone.
 
 Output is one line per suite in a fixed order (binaries, then Python suites
 by path), whatever order they finish in. A suite that crashes, times out or
@@ -35,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCTEST_RE = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed")
 PYSUITE_RE = re.compile(r"^PYSUITE passed=(\d+) failed=(\d+) skipped=(\d+)$", re.M)
 SERIAL_RE = re.compile(r"^SERIAL\s*=\s*['\"](.+)['\"]\s*$", re.M)
-DEFAULT_JOBS = 4  # two cores: the suites mostly wait on timers and sockets
+DEFAULT_JOBS = 6  # the suites mostly wait on timers and sockets: 6 keep two cores busy
 
 
 class Suite:
@@ -147,12 +148,15 @@ def main():
 
     log_dir = os.path.join(build, "test-logs")
     os.makedirs(log_dir, exist_ok=True)
+    # Suite times of the last run here, else the ones kept with the tests.
     durations_path = os.path.join(log_dir, "durations.json")
-    try:
-        with open(durations_path) as f:
-            durations = json.load(f)
-    except (OSError, ValueError):
-        durations = {}
+    durations = {}
+    for path in (os.path.join(ROOT, "tests", "suite_times.json"), durations_path):
+        try:
+            with open(path) as f:
+                durations.update(json.load(f))
+        except (OSError, ValueError):
+            pass
 
     suites = [Suite("bin", p, build) for p in find_binaries(build)]
     suites += [Suite("py", p, build) for p in find_python_suites(args.soak)]

@@ -1,7 +1,7 @@
-// Per-client limits, strikes and bans (traffic.md §4.3–§4.5): what a client
-// (http::clientKey: an IPv4 address or an IPv6 /64) may hold in line, and
-// what it earns by misbehaving. The counts live in the segment's client
-// table (shm/clients.h), so every worker sees the same ones.
+// Per-client limits, strikes and bans: what a client (http::clientKey: an
+// IPv4 address or an IPv6 /64) may hold in line, and what it earns by
+// misbehaving. The counts live in the segment's client table (shm/clients.h),
+// so every worker sees the same ones.
 //
 // Strikes, by weight:
 //   a forged, tampered or foreign-key concert_admit pass or

@@ -71,10 +71,10 @@ class EventFeed {
   static constexpr uint64_t kLast = UINT64_MAX;
 };
 
-// GET /queue/events: the waiting page learns its turn by push (traffic.md
-// §1.4). One object per stream decides what the stream says; the worker owns
-// the connection, the wire framing, the keep-alive comments, the timers and
-// the order of its streams (worker/worker.h).
+// GET /queue/events: the waiting page learns its turn by push. One object per
+// stream decides what the stream says; the worker owns the connection, the
+// wire framing, the keep-alive comments, the timers and the order of its
+// streams (worker/worker.h).
 //
 //   open()     Without a usable room_ticket, or for a ticket no longer in
 //              line (admitted, reaped, expired), the answer /queue/status
@@ -130,10 +130,10 @@ class QueueEvents final : public EventFeed {
 // that intermediaries do not take it for dead.
 inline constexpr std::string_view kEventStreamKeepAlive = ": keep-alive\n\n";
 
-// The admin endpoints' gate (traffic.md §7.2): nullopt when the request may
-// go on (it came on -admin-listen, or carries `Authorization: Bearer
-// $CONCERT_ADMIN_TOKEN`), else the answer: 404 while no token is set, 401
-// without the header or with a wrong token (a wrong token is a strike).
+// The admin endpoints' gate: nullopt when the request may go on (it came on
+// -admin-listen, or carries `Authorization: Bearer $CONCERT_ADMIN_TOKEN`),
+// else the answer: 404 while no token is set, 401 without the header or with
+// a wrong token (a wrong token is a strike).
 std::optional<http::LocalResponse> adminRefusal(const AdmissionContext& context, const http::Request& request);
 
 // GET /_room/healthz, GET /_room/stats, POST /_room/cap (body = request body).

@@ -120,7 +120,7 @@ http::LocalResponse eventStreamHead();
 // utilization, skip_cost, rate_per_pos, has_pass, cookies_required, with
 // Concert's eta_seconds right after position; zero values are omitted,
 // except eta_seconds, always present for a waiting ticket (an integer or
-// null, traffic.md §5.1).
+// null: shm/line_rate.h).
 std::string statusReadyBody();            // {"ready":true}
 std::string statusCookiesRequiredBody();  // {"ready":false,"cookies_required":true}
 // A waiting ticket at `position`: the position, its ETA, the room's smoothed

@@ -115,8 +115,9 @@ std::string probeSetCookie(const config::Config& config, bool https) {
 namespace {
 
 // The original set Secure on the pass only for -secure-cookie; a client on
-// https gets it too (traffic.md §4.1), so a pass never travels in clear text
-// once the visitor is on https.
+// https gets it too (https on a TLS connection, or as a trusted proxy reports
+// it: http/client_address.h), so a pass never travels in clear text once the
+// visitor is on https.
 CookieAttributes admitAttributes(const config::Config& config, bool https) {
   CookieAttributes a;
   a.path = config.cookie_path;

@@ -1,6 +1,5 @@
-// The dashboard (traffic.md §7.3): a live picture of the last hour, drawn in
-// the operator's browser from the history ring the master's janitor fills
-// (shm/history.h).
+// The dashboard: a live picture of the last hour, drawn in the operator's
+// browser from the history ring the master's janitor fills (shm/history.h).
 //
 //   GET /_room/                the page (html/dashboard.html, compiled in)
 //   GET /_room/chart.js        Chart.js, compiled in from Debian's libjs-chart.js

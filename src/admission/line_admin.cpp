@@ -1,4 +1,4 @@
-// The line as the operator sees and steers it (traffic.md §7.7):
+// The line as the operator sees and steers it:
 //   GET /_room/queue?limit=N     the head of the line, oldest first
 //   DELETE /_room/queue/<ticket> one ticket out of the line
 // Both behind the admin gate (adminRefusal). The ticket reference is the

@@ -1,5 +1,5 @@
 // GET /_room/metrics (Prometheus text format 0.0.4) and GET /_room/report
-// (the fairness report, admin), traffic.md §7.1 and §7.4.
+// (the fairness report, behind the admin gate).
 //
 // Both read the shared segment only (counters, gauges, the histograms merged
 // over every worker slot, the client table), so every worker gives the same

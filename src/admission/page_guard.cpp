@@ -37,18 +37,18 @@
 // for it exists. If the worker dies, the master returns its page slots from
 // the slot's ledger.
 //
-// Who goes ahead of the line (traffic.md §6, shm/types.h ranks). A request
-// with a valid room pass (room_pass.h: presented, or collected from a
-// promoted ticket) or a valid unused invitation waits at rank 0; one whose
-// session pass carries a priority cookie (priority.h) at 1 + its class; a
-// plain session at kSessionRank. All of them wait like sessions below, and
-// a freed slot goes to the best rank waiting (shm/sessions.h). Reject mode
-// lets every rank through, as it does sessions.
+// Who goes ahead of the line (shm/types.h ranks). A request with a valid room
+// pass (room_pass.h: presented, or collected from a promoted ticket) or a
+// valid unused invitation waits at rank 0; one whose session pass carries a
+// priority cookie (priority.h) at 1 + its class; a plain session at
+// kSessionRank. All of them wait like sessions below, and a freed slot goes
+// to the best rank waiting (shm/sessions.h). Reject mode lets every rank
+// through, as it does sessions.
 //
-// Sessions (traffic.md §3). A request with a valid concert_admit pass
-// (session.h) never gets the waiting page: it takes a slot when the line is
-// not owed one (shm/sessions.h), else it is held on its connection ahead of
-// every ticket, for at most -session-hold, then answered 503 + Retry-After.
+// Sessions. A request with a valid concert_admit pass (session.h) never gets
+// the waiting page: it takes a slot when the line is not owed one
+// (shm/sessions.h), else it is held on its connection ahead of every ticket,
+// for at most -session-hold, then answered 503 + Retry-After.
 //
 //   Start ──(session, slot for it)──────────────────────────────────────▶ Holding
 //     └─(session, none)─▶ SessionHeld ──(a slot for it)──────────────────▶ Holding
@@ -66,7 +66,10 @@
 // touches the ticket and takes its turn once it has come, so held requests
 // are admitted in ticket order and exactly as a visitor reloading at that
 // moment would be. The timer rechecks every held request, so a held ticket
-// is seen at least every 250 ms and is never abandoned while it is held.
+// is touched at least every 250 ms and is never abandoned while it is held;
+// but the hold of the request the ticket was issued to is no return
+// (shm::Contact::Own): once that request is answered, a visitor who never
+// comes back is reaped after -first-poll-grace like any other.
 // When the hold runs out first, the request gets the answer it would have
 // had at once without -queue-hold (waiting page or JSON 429 with room_ticket
 // and room_probe), and the visitor keeps the same place in line through the
@@ -97,6 +100,8 @@
 //   -admit-rate  going straight in takes a token after the page slot (no
 //                token: the slot goes back and the visitor takes a ticket);
 //                a claim takes one in the ring. Sessions take none.
+#include <algorithm>
+
 #include "admission/admission.h"
 #include "admission/abuse.h"
 #include "admission/answers.h"
@@ -187,8 +192,9 @@ class PageGuard final : public RequestGuard {
     std::optional<shm::TicketCookie> cookie = value ? decodeTicketCookie(*value) : std::nullopt;
     if (cookie) {
       // A request about to be held sends no cookie now: touch, not render.
-      shm::TicketView view = holds() ? tickets().touch(*cookie, now, config_.token_ttl)
-                                     : tickets().render(*cookie, now, config_.token_ttl);
+      // Either way a page request: a missed turn comes back (once).
+      shm::TicketView view = holds() ? tickets().touch(*cookie, now, config_.token_ttl, shm::Contact::Page)
+                                     : tickets().render(*cookie, now, config_.token_ttl, shm::Contact::Page);
       if (view.state == shm::TicketState::Ready && takeTurn(*cookie)) return admitted(request);
       if (view.state == shm::TicketState::Ready || view.state == shm::TicketState::Waiting)
         return queued(request, *cookie, view.raw_position, now, true, view.state == shm::TicketState::Ready,
@@ -408,7 +414,7 @@ class PageGuard final : public RequestGuard {
   Admission retryHold(const http::Request& request, Millis now) {
     if (waiters_.draining()) return holdExpired(request, now);
     if (std::optional<Admission> answer = modeChanged(request)) return std::move(*answer);
-    shm::TicketView view = tickets().touch(cookie_, now, config_.token_ttl);
+    shm::TicketView view = tickets().touch(cookie_, now, config_.token_ttl, contact());
     if (view.state == shm::TicketState::Ready && takeTurn(cookie_)) {
       leaveHold();
       return admitted(request);
@@ -475,10 +481,15 @@ class PageGuard final : public RequestGuard {
       if (!cookie_presented_) tickets().retire(cookie_.ticket, true);
       return formRefused(request);
     }
-    shm::TicketView view = tickets().render(cookie_, now, config_.token_ttl);
+    shm::TicketView view = tickets().render(cookie_, now, config_.token_ttl, contact());
     if (view.state == shm::TicketState::Waiting) position_ = view.position;
     return waiting(request, cookie_, position_);
   }
+
+  // What a held request is to its ticket: the page request of a visitor who
+  // came back with it, or the request the ticket was just issued to, whose
+  // hold is no return (the first-poll grace applies once it is answered).
+  shm::Contact contact() const { return cookie_presented_ ? shm::Contact::Page : shm::Contact::Own; }
 
   void leaveHold() { waiters_.unpark(shm::Resource::PageSlot); }
 
@@ -530,14 +541,17 @@ class PageGuard final : public RequestGuard {
   }
 
   // A slot for a ranked request: any free one the line is not owed and no
-  // better rank waits for (shm/sessions.h). While the line stands still
-  // (pause, reject) it is owed nothing: it could not take what it is owed,
-  // and sessions would wait for nobody.
+  // better rank waits for (shm/sessions.h). The line is owed only what it
+  // could take now: nothing while it stands still (pause, reject, a sale's
+  // pre-queue), and no more than the admission rate's tokens, else sessions
+  // would wait for slots nobody may use.
   bool takeSessionSlot() {
     shm::Sessions& sessions = segment().sessions();
     const int64_t line = tickets().liveQueueDepth();
     const int64_t free = static_cast<int64_t>(segment().pages().cap()) - segment().pages().occupancy();
-    const int64_t owed = segment().modes().lineMoves() ? sessions.owed(line) : 0;
+    const int64_t owed = segment().modes().lineMoves()
+                             ? std::min(sessions.owed(line), segment().admitRate().available(monotonicNs()))
+                             : 0;
     if (free - owed - sessions.waitingAhead(rank_) <= 0 || !segment().pages().tryAcquire(context_.slot)) {
       segment().cluster().wantSlot();  // -cluster: this host's share is spent; the agent asks for more
       return false;

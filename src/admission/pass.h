@@ -40,7 +40,8 @@ std::optional<std::string> mintNewPass(std::string_view secret, int64_t now, int
 
 // What a presented pass is: genuine and unexpired, genuine but expired (an
 // honest visitor back late), or not ours at all (malformed, tampered with, or
-// signed with another key: a forgery, traffic.md §4.5).
+// signed with another key: a forgery). A forged pass is a strike against the
+// client that carries it (abuse.h); an expired one is not.
 enum class PassCheck { Valid, Expired, Forged };
 struct CheckedPass {
   PassCheck check = PassCheck::Forged;

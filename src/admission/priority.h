@@ -1,4 +1,4 @@
-// Priority classes granted by the origin (traffic.md §6.6). The origin says
+// Priority classes granted by the origin. The origin says
 // `Concert-Priority: <class>[; ttl=<seconds>]` on a response (the header
 // never reaches the client); when <class> is one of -priority-classes,
 // Concert adds a concert_priority cookie to that response, signed with the

@@ -1,6 +1,6 @@
-// Promotions (traffic.md §6.3): POST /_room/promote for an operator,
-// GET /queue/promote for a payment page's signed link. What a promotion does
-// to the line and how the visitor collects its room pass is in room_pass.h.
+// Promotions: POST /_room/promote for an operator, GET /queue/promote for a
+// payment page's signed link. What a promotion does to the line and how the
+// visitor collects its room pass is in room_pass.h.
 #include <charconv>
 
 #include <nlohmann/json.hpp>

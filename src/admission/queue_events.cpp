@@ -56,7 +56,7 @@ QueueEvents::Opening QueueEvents::open(const http::Request& request, Millis now)
   context_.waiters->park(shm::Resource::PageSlot);
   parked_ = true;
   // render(): the head re-sends the cookie, so the ring records it as sent.
-  shm::TicketView view = context_.segment->line().render(cookie_, now, config.token_ttl);
+  shm::TicketView view = context_.segment->line().render(cookie_, now, config.token_ttl, shm::Contact::Look);
   if (view.state == shm::TicketState::Unknown || view.state == shm::TicketState::Expired) {
     ended(Event{});
     opening.response = promotedOrReady(context_, request, cookie_);
@@ -77,7 +77,7 @@ QueueEvents::Opening QueueEvents::open(const http::Request& request, Millis now)
 
 QueueEvents::Event QueueEvents::recheck(Millis now, bool may_send_position) {
   if (!parked_) return {};
-  shm::TicketView view = context_.segment->line().touch(cookie_, now, context_.config->token_ttl);
+  shm::TicketView view = context_.segment->line().touch(cookie_, now, context_.config->token_ttl, shm::Contact::Look);
   if (view.state != shm::TicketState::Waiting) return ended(Event{Event::Kind::Ready, statusReadyBody()});
   if (context_.waiters->draining() || now >= renew_at_) return ended(Event{Event::Kind::End, {}});
   if (may_send_position && view.placed && view.position != position_sent_ &&

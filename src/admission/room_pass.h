@@ -1,5 +1,5 @@
-// Who goes ahead of the line (traffic.md §6): the tokens that say so, and
-// the promotions and invitations they carry out.
+// Who goes ahead of the line: the tokens that say so, and the promotions and
+// invitations they carry out.
 //
 //   ticket reference  {{.Ticket}} in -skip-url: names a waiting ticket to a
 //                     payment page or an operator without giving the place

@@ -90,15 +90,17 @@ for i = 4, #ARGV do
   elseif kind == 'P' or kind == 'V' then
     redis.call('ZADD', KEYS[kind == 'P' and 11 or 12], 'GT', issued, id .. ':' .. nonce)
     redis.call('INCR', KEYS[13])
-  elseif kind == 'T' then
-    if redis.call('ZSCORE', KEYS[8], id) then
-      -- it missed its turn and its holder is back: ahead of the line
+  elseif kind == 'T' or kind == 'K' then
+    if kind == 'T' and redis.call('ZSCORE', KEYS[8], id) then
+      -- it missed its turn and its holder is back for the page: ahead of the line
       redis.call('ZREM', KEYS[8], id)
       redis.call('ZREM', KEYS[9], id)
       redis.call('ZADD', KEYS[7], redis.call('INCR', KEYS[6]), id)
       redis.call('ZADD', KEYS[3], now + ttl, id)
       changed = changed + 1
-    elseif redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[7], id) then
+    elseif redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[7], id) or
+           redis.call('ZSCORE', KEYS[8], id) then
+      -- a poll, a stream or a hold keeps it from the TTL and takes no turn back
       redis.call('ZADD', KEYS[3], 'GT', now + ttl, id)
     end
   elseif kind == 'L' then
@@ -208,7 +210,8 @@ for _, id in ipairs(reaped) do
   changed = changed + 1
 end
 -- turns: returned tickets first, then the line; a turn not taken within
--- the claim window is missed (the ticket stops holding the line)
+-- the claim window is missed (the ticket stops holding the line); a
+-- returned ticket that misses again has had its turn back once and leaves
 local turns = {}
 if horizon > 0 then
   for _, id in ipairs(redis.call('ZRANGE', KEYS[14], 0, horizon - 1)) do turns[#turns + 1] = id end
@@ -227,7 +230,11 @@ end
 local missed = 0
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[16], '-inf', now - tonumber(ARGV[14]))) do
   redis.call('ZREM', KEYS[16], id)
-  if redis.call('ZREM', KEYS[6], id) + redis.call('ZREM', KEYS[14], id) > 0 then
+  if redis.call('ZREM', KEYS[14], id) > 0 then
+    redis.call('HDEL', KEYS[8], id)
+    redis.call('ZREM', KEYS[7], id)
+    missed = missed + 1
+  elseif redis.call('ZREM', KEYS[6], id) > 0 then
     redis.call('ZADD', KEYS[15], redis.call('INCR', KEYS[17]), id)
     missed = missed + 1
   end
@@ -287,6 +294,7 @@ std::string noteArg(const shm::ClusterNoteValue& note, bool reenroll) {
                     note.nonce, note.issued_ms);
       break;
     case shm::NoteKind::Touch: std::snprintf(buf, sizeof buf, "T %" PRIu64, note.id); break;
+    case shm::NoteKind::Keep: std::snprintf(buf, sizeof buf, "K %" PRIu64, note.id); break;
     case shm::NoteKind::Leave: std::snprintf(buf, sizeof buf, "L %" PRIu64, note.id); break;
     case shm::NoteKind::Promote:
       std::snprintf(buf, sizeof buf, "P %" PRIu64 " %016" PRIx64 " %" PRId64, note.id, note.nonce, note.issued_ms);

@@ -305,7 +305,7 @@ const Setting kSettings[] = {
     {"admit-burst", "CONCERT_ADMIT_BURST", VT::Int, "0", 1, 1000000, true, R::Live, kRoom,
      "admissions -admit-rate allows at once after a quiet spell (0 = one second's worth, at least 1)",
      &Config::admit_burst, nullptr},
-    // -- scheduled sale (traffic.md §6.7)
+    // -- scheduled sale
     {"event-start", "CONCERT_EVENT_START", VT::String, "", 0, 0, false, R::Live, kRoom,
      "a scheduled sale's start, an RFC 3339 time such as 2026-12-24T18:00:00Z (empty = no sale)", &Config::event_start,
      checkEventStart},

@@ -121,8 +121,8 @@ std::string forwardedValue(std::string_view v) {
   return out;
 }
 
-// A hop as a Forwarded node: IPv6 in brackets (RFC 7239 §6), "unknown" for
-// an element that named no client.
+// A hop as a Forwarded node: IPv6 in brackets (RFC 7239, section 6),
+// "unknown" for an element that named no client.
 std::string forwardedNode(std::string_view hop) {
   if (hop.empty()) return "unknown";
   const bool bare_v6 = hop.front() != '[' && hop.find(':') != hop.rfind(':');

@@ -1,6 +1,6 @@
 // Who sent a request when Concert stands behind other proxies
-// (-trusted-proxies, traffic.md §4.1), and the forwarding headers Concert
-// sends on to the origin. Pure functions over a parsed head.
+// (-trusted-proxies), and the forwarding headers Concert sends on to the
+// origin. Pure functions over a parsed head.
 //
 // The chain. A proxy appends the address it got a request from to
 // X-Forwarded-For (or adds a `Forwarded: for=` element, RFC 7239), so the
@@ -15,7 +15,8 @@
 //     reached, the hop that reported the garbage;
 //   - every entry trusted: the left-most one.
 // X-Forwarded-For wins when present; `Forwarded: for=` is read only without
-// it. Several header lines of one name are one list, in order (RFC 9110 §5.3).
+// it. Several header lines of one name are one list, in order (RFC 9110,
+// section 5.3).
 //
 // Scheme and host. From a trusted peer X-Forwarded-Proto and -Host (else the
 // Forwarded proto= and host= parameters) are taken as the client's, the
@@ -65,10 +66,10 @@ struct ClientIdentity {
 // Without trusted proxies: the peer, https only on TLS, no header read.
 ClientIdentity identifyClient(const Request& request, const config::CidrList& trusted);
 
-// The client as one party for the per-client limits and bans (traffic.md
-// §4.3): an IPv4 address (as its IPv4-mapped IPv6 form), or the /64 of an
-// IPv6 address (the low 64 bits zero), since one IPv6 host is commonly handed
-// a whole /64 and can pick any address in it.
+// The client as one party for the per-client limits, strikes and bans
+// (admission/abuse.h): an IPv4 address (as its IPv4-mapped IPv6 form), or the
+// /64 of an IPv6 address (the low 64 bits zero), since one IPv6 host is
+// commonly handed a whole /64 and can pick any address in it.
 std::array<uint8_t, 16> clientKey(const config::IpAddress& address);
 
 // A client key as text, for operators: the IPv4 address, or the IPv6

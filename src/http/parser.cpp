@@ -376,10 +376,12 @@ ParseStatus MessageParser::finishRequestHead() {
     case PathNormalisation::NotAbsolute: return fail(400, "bad request target");
   }
   // "%2F" stays opaque in the forwarded path but is a '/' in the decoded one
-  // the router matches: a "." or ".." that only becomes a segment once "%2F"
-  // is decoded ("/static%2F..%2Fcheckout") would route one path and reach an
-  // origin that decodes "%2F" as another, so it is refused.
-  if (hasDotSegment(r.path, false)) return fail(400, "dot-segment behind an encoded slash");
+  // the router matches, and origins also split at '\\' (raw or "%5C") and
+  // drop ";parameters": a "." or ".." that only becomes a segment read that
+  // way ("/static%2F..%2Fcheckout", "/static\\..\\checkout",
+  // "/static/..;/checkout") would route one path and reach the origin as
+  // another, so it is refused.
+  if (hasHiddenDotSegment(r.path)) return fail(400, "dot-segment behind an encoded slash, backslash or ;parameters");
 
   std::string_view connection;
   std::string conn_joined = joinHeader(r.headers, "Connection");

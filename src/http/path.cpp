@@ -43,11 +43,24 @@ bool hasDotSegment(std::string_view path, bool encoded) {
   }
 }
 
+bool hasHiddenDotSegment(std::string_view path) {
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find_first_of("/\\", start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view segment = path.substr(start, end - start);
+    segment = segment.substr(0, segment.find(';'));
+    if (!segment.empty() && segment.front() == '.' && dotSegment(segment, false) != DotSegment::None) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 PathNormalisation normalisePath(std::string_view raw, std::string& out) {
   if (raw.empty() || raw.front() != '/') return PathNormalisation::NotAbsolute;
   if (!hasDotSegment(raw)) return PathNormalisation::Unchanged;
-  // `out` is the output buffer of RFC 3986 §5.2.4: "/seg" per kept segment,
-  // so dropping the last segment is cutting at the last '/'.
+  // `out` is the output buffer of RFC 3986, section 5.2.4: "/seg" per kept
+  // segment, so dropping the last segment is cutting at the last '/'.
   out.clear();
   out.reserve(raw.size());
   size_t pos = 0;  // raw[pos] == '/'

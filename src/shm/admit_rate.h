@@ -1,7 +1,7 @@
-// The admission rate (traffic.md §7.6, -admit-rate and -admit-burst): at
-// most `rate` admissions of visitors without a session per unit of time,
-// direct or from the line, on top of the cap, shared by every worker.
-// Sessions are never metered.
+// The admission rate (-admit-rate and -admit-burst): at most `rate`
+// admissions of visitors without a session per unit of time, direct or from
+// the line, on top of the cap, shared by every worker. Sessions are never
+// metered.
 //
 // The bucket is one word, kept the GCRA way (virtual scheduling): `tat`, the
 // theoretical arrival time of the next admission in CLOCK_MONOTONIC

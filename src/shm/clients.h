@@ -1,5 +1,5 @@
 // The client table: per-client live-ticket counts, strikes and bans
-// (traffic.md §4), shared by every worker, so a client's tickets, strikes
+// (admission/abuse.h), shared by every worker, so a client's tickets, strikes
 // and ban are the same whichever worker it reaches.
 //
 // A client is a 16-byte key the caller builds (an IPv4 address as

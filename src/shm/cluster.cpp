@@ -242,7 +242,7 @@ bool ClusterLine::ready(int64_t rank) const {
   return failOpen() && static_cast<int64_t>(pages_->cap()) - pages_->occupancy() > 0;
 }
 
-TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, bool touch) {
+TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, Contact contact) {
   TicketView v;
   const Found f = find(cookie, now);
   if (f.where == Where::Gone) return v;
@@ -256,10 +256,11 @@ TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, bool touch)
     v.placed = false;
   }
   v.position = v.state == TicketState::Waiting ? v.raw_position : 0;
-  // A missed ticket's holder is back: the engine returns it on this note, sent at once.
-  if (touch && f.where == Where::Ranked && f.section == LineSection::Missed)
+  // A missed ticket's holder is back for the page: the engine returns it on
+  // this note, sent at once. Polls and streams only keep it alive.
+  if (contact == Contact::Page && f.where == Where::Ranked && f.section == LineSection::Missed)
     post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
-  else if (touch)
+  else
     touchNote(cookie, now);
   return v;
 }
@@ -269,19 +270,19 @@ void ClusterLine::touchNote(const TicketCookie& cookie, Millis now) {
   const uint64_t word = slot.load(std::memory_order_relaxed);
   if ((word >> 16) == cookie.ticket && ageMs(word, now) < kTouchEveryMs) return;
   slot.store(cookie.ticket << 16 | stampOf(now), std::memory_order_relaxed);
-  post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
+  post({NoteKind::Keep, cookie.ticket, cookie.nonce, 0});
 }
 
-TicketView ClusterLine::render(const TicketCookie& cookie, Millis now, Millis) {
-  return view(cookie, now, true);
+TicketView ClusterLine::render(const TicketCookie& cookie, Millis now, Millis, Contact contact) {
+  return view(cookie, now, contact);
 }
 
-TicketView ClusterLine::touch(const TicketCookie& cookie, Millis now, Millis) {
-  return view(cookie, now, true);
+TicketView ClusterLine::touch(const TicketCookie& cookie, Millis now, Millis, Contact contact) {
+  return view(cookie, now, contact);
 }
 
 TicketView ClusterLine::poll(const TicketCookie& cookie, Millis now, Millis) {
-  TicketView v = view(cookie, now, true);
+  TicketView v = view(cookie, now, Contact::Look);
   // One accepted poll a second per ticket on this host (direct-mapped: a
   // ticket sharing the word with another is limited less, never more).
   std::atomic<uint64_t>& slot = layout_->cluster->polled[homeOf(cookie.ticket, kClusterRecent)];

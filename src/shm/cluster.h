@@ -1,8 +1,8 @@
-// The host's side of one line shared by several hosts (-cluster, traffic.md
-// §8): a cache of the engine's line, the host's share of the global cap, and
-// a mailbox of notes to the engine. The engine itself (Redis) and the one
-// process that talks to it, the cluster agent, are in src/cluster/; workers
-// never wait for the engine: they read this cache and drop notes here.
+// The host's side of one line shared by several hosts (-cluster): a cache of
+// the engine's line, the host's share of the global cap, and a mailbox of
+// notes to the engine. The engine itself (Redis) and the one process that
+// talks to it, the cluster agent, are in src/cluster/; workers never wait for
+// the engine: they read this cache and drop notes here.
 //
 // Words (ClusterArea in layout.h) and who writes them:
 //   enabled, fail_open, lease      the master (create, reload)
@@ -136,7 +136,9 @@ enum class ClusterState : uint32_t {
   Down = 3,     // unreachable or too slow: -cluster-fail decides
 };
 
-enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3, Promote = 4, Revoke = 5 };
+// Touch: its holder came back for the page (a missed ticket returns, once);
+// Keep: its holder is still here (a poll, a stream, a hold), no return.
+enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3, Promote = 4, Revoke = 5, Keep = 6 };
 
 struct ClusterNoteValue {
   NoteKind kind = NoteKind::Touch;
@@ -207,8 +209,8 @@ class ClusterLine final : public Handle, public Line {
 
   // -- Line (tickets.h has the contracts; the file comment says how they differ)
   Issued issue(WorkerSlot slot, int64_t max_queue, Millis now, const ClientTicketing* client = nullptr) override;
-  TicketView render(const TicketCookie& cookie, Millis now, Millis ttl) override;
-  TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl) override;
+  TicketView render(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact = Contact::Page) override;
+  TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact = Contact::Page) override;
   TicketView poll(const TicketCookie& cookie, Millis now, Millis ttl) override;
   bool claim(const TicketCookie& cookie, Claimed* claimed = nullptr) override;
   void retire(uint64_t ticket, bool timeout) override;
@@ -275,7 +277,7 @@ class ClusterLine final : public Handle, public Line {
   // Where the ticket is (reads the copy in use; notes first sightings in recent).
   Found find(const TicketCookie& cookie, Millis now);
   std::optional<Found> lookup(uint64_t id) const;  // the copy in use only
-  TicketView view(const TicketCookie& cookie, Millis now, bool touch);
+  TicketView view(const TicketCookie& cookie, Millis now, Contact contact);
   bool ready(int64_t rank) const;
   void post(const ClusterNoteValue& note);
   static void setMarks(ClusterMarks& table, std::vector<ClusterMarkValue> marks);

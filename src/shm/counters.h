@@ -39,10 +39,12 @@
 //                  -upstream-timeout, the client got 504; reset: an open
 //                  origin connection broke before or during the response a
 //                  client was waiting for (502 or a cut body);
-//   timeouts_*     one per phase of traffic.md §2, plus queue_hold: a ticket
-//                  issued for a held request that never reached its visitor
-//                  (the client left, or a form's hold ran out) and was
-//                  retired; timeouts_total is their sum.
+//   timeouts_*     one per phase a connection can time out in
+//                  (worker/timeouts.h: client header, client body, send,
+//                  keep-alive, upstream read, tunnel), plus queue_hold: a
+//                  ticket issued for a held request that never reached its
+//                  visitor (the client left, or a form's hold ran out) and
+//                  was retired; timeouts_total is their sum.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Histograms: how long visitors waited in line and how long the origin took
-// to answer, as Prometheus histograms (traffic.md §7.1).
+// to answer, as Prometheus histograms (served on GET /_room/metrics).
 //
 // Each worker slot owns one set of cells per histogram in its SlotRecord
 // (layout.h): a count per bucket (not cumulative) and the sum of the

@@ -1,5 +1,5 @@
 // History: the room's last hour, one sample a second, behind the dashboard
-// (GET /_room/, traffic.md §7.3).
+// (GET /_room/, admission/dashboard.h).
 //
 // Layout (HistoryRing, layout.h, carved after the client tags): the count of
 // samples ever written, then kHistorySamples entries; sample n (from 0) lives

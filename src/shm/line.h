@@ -24,8 +24,8 @@ namespace concert::shm {
 class Line {
  public:
   virtual Issued issue(WorkerSlot slot, int64_t max_queue, Millis now, const ClientTicketing* client = nullptr) = 0;
-  virtual TicketView render(const TicketCookie& cookie, Millis now, Millis ttl) = 0;
-  virtual TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl) = 0;
+  virtual TicketView render(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact = Contact::Page) = 0;
+  virtual TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact = Contact::Page) = 0;
   virtual TicketView poll(const TicketCookie& cookie, Millis now, Millis ttl) = 0;
   virtual bool claim(const TicketCookie& cookie, Claimed* claimed = nullptr) = 0;
   virtual void retire(uint64_t ticket, bool timeout) = 0;

@@ -1,8 +1,7 @@
 // The line's pace: how fast the line in front of a waiting visitor moves,
 // measured in the segment and shared by every worker, and the ETA a visitor
-// at a given position is shown (traffic.md §5.1: eta_seconds in
-// /queue/status, the JSON 429 and the position events; the waiting page's
-// {{.ETA}}).
+// at a given position is shown (eta_seconds in /queue/status, the JSON 429
+// and the position events; the waiting page's {{.ETA}}).
 //
 // What is measured: admissions from the line, i.e. claims of Waiting tickets
 // (TicketRing::claim). Each one moves every visitor behind it one place

@@ -1,6 +1,5 @@
-// The room's mode (traffic.md §7.5): one word in the segment that every
-// worker reads on each page admission, so a change applies to all of them at
-// once.
+// The room's mode: one word in the segment that every worker reads on each
+// page admission, so a change applies to all of them at once.
 //
 //   open         the cap and the line as usual
 //   pause        nobody new goes in, neither straight nor from the line: new

@@ -1,8 +1,8 @@
 // Single-use marks: the tokens Concert honours once across every worker
 // (invitations, promote signatures, single-use room passes) and the tickets
-// an operator or a payment page promoted (traffic.md §6). A mark is a key
-// (64 bits the caller derives from the token; never 0) with an expiry; once
-// the expiry has passed, the mark is gone and its entry free for reuse.
+// an operator or a payment page promoted. A mark is a key (64 bits the caller
+// derives from the token; never 0) with an expiry; once the expiry has
+// passed, the mark is gone and its entry free for reuse.
 //
 // Entry = one 64-bit word: key's top 40 bits (the low bit forced to 1, so a
 // live word is never 0) | expiry in minutes since 2024-01-01 (24 bits, good

@@ -1,7 +1,7 @@
-// The revocation table: concert_admit pass ids whose session the origin
-// ended (Concert-Session: end, traffic.md §3.4), each until the latest time a
-// pass with that id could still be valid. Every worker writes it and reads it
-// on every session request, so a pass ended on one worker is refused on all.
+// The revocation table: concert_admit pass ids whose session the origin ended
+// (Concert-Session: end), each until the latest time a pass with that id
+// could still be valid. Every worker writes it and reads it on every session
+// request, so a pass ended on one worker is refused on all.
 //
 // Open addressing with linear probing over at most kMaxProbe entries from the
 // id's home bucket. Entry = state word, id (two words), until (Unix seconds:

@@ -1,6 +1,6 @@
-// A scheduled sale (traffic.md §6.7): the schedule in the segment, so every
-// worker sees the same one and a SIGHUP reload keeps what the pre-queue
-// already did.
+// A scheduled sale (-event-start, -prequeue, -shuffle-prequeue): the schedule
+// in the segment, so every worker sees the same one and a SIGHUP reload keeps
+// what the pre-queue already did.
 //
 //   before start - prequeue   the room works as usual
 //   pre-queue (until start)   nobody goes straight in and no ticket's turn

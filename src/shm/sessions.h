@@ -1,7 +1,7 @@
 // Ranked requests waiting for a page slot (room passes, priority classes,
-// sessions), and the line's share of freed slots (traffic.md §3, §6): the
-// one place where the order of admission between everyone who goes ahead
-// of the line, and the line, is decided.
+// sessions), and the line's share of freed slots: the one place where the
+// order of admission between everyone who goes ahead of the line, and the
+// line, is decided.
 //
 // Order when a slot frees (types.h, ranks): room passes (rank 0), then the
 // priority classes in -priority-classes order (ranks 1..7), then sessions

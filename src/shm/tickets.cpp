@@ -410,7 +410,8 @@ SaleTick TicketRing::saleTick(int64_t unix_ms) {
   return report;
 }
 
-TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Millis ttl, TicketView& view) {
+TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact,
+                                   TicketView& view) {
   Layout& layout = *layout_;
   uint64_t word = findLive(layout, cookie);
   if (word == 0) return nullptr;
@@ -427,9 +428,9 @@ TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Milli
     return nullptr;
   }
   e.last_seen.store(low32(now), std::memory_order_relaxed);
-  e.seen.store(1, std::memory_order_relaxed);
-  if (entryState(word) == EntryState::Missed) {
-    // Its holder is back: ahead of the line from now on.
+  if (contact != Contact::Own) e.seen.store(1, std::memory_order_relaxed);
+  if (contact == Contact::Page && entryState(word) == EntryState::Missed) {
+    // Its holder is back for the page: ahead of the line from now on.
     const uint64_t returned = packEntry(cookie.ticket, EntryState::Returned, entryOwner(word));
     e.ready_since.store(0, std::memory_order_relaxed);
     if (casEntry(layout, cookie.ticket, word, returned)) {
@@ -443,23 +444,23 @@ TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Milli
   return &e;
 }
 
-TicketView TicketRing::render(const TicketCookie& cookie, Millis now, Millis ttl) {
+TicketView TicketRing::render(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact) {
   TicketView view;
-  if (touchLive(cookie, now, ttl, view))
+  if (touchLive(cookie, now, ttl, contact, view))
     layout_->cookie_sent[layout_->index(cookie.ticket)].store(low32(now), std::memory_order_relaxed);
   return view;
 }
 
-TicketView TicketRing::touch(const TicketCookie& cookie, Millis now, Millis ttl) {
+TicketView TicketRing::touch(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact) {
   TicketView view;
-  touchLive(cookie, now, ttl, view);
+  touchLive(cookie, now, ttl, contact, view);
   return view;
 }
 
 TicketView TicketRing::poll(const TicketCookie& cookie, Millis now, Millis ttl) {
   Layout& layout = *layout_;
   TicketView view;
-  TicketEntry* found = touchLive(cookie, now, ttl, view);
+  TicketEntry* found = touchLive(cookie, now, ttl, Contact::Look, view);
   if (!found) return view;
   TicketEntry& e = *found;
   const uint32_t last_poll = e.last_poll.load(std::memory_order_relaxed);
@@ -649,6 +650,13 @@ SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
       return true;
     }
     if (limits.claim_window > 0 && elapsed32(now, since) > limits.claim_window) {
+      // A first miss keeps the place (Missed, for a page request to bring
+      // back); a returned ticket that misses again has had its turn twice.
+      if (state == EntryState::Returned) {
+        if (!finish(t, word)) return true;
+        ++report.missed;
+        return false;
+      }
       uint64_t expected = word;
       if (casEntry(layout, t, expected, packEntry(t, EntryState::Missed, entryOwner(word)))) ++report.missed;
     }

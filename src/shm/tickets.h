@@ -18,8 +18,11 @@
 //   Reserved --issuer--> Waiting(t)                 nonce and times written first
 //   Waiting  --claim--> Finished                    its turn, and the claimer holds a page slot
 //   Waiting  --janitor: turn not taken within the claim window--> Missed
-//   Missed   --its holder comes back (render/touch/poll)--> Returned
-//   Returned --claim--> Finished;  --janitor: claim window again--> Missed
+//   Missed   --its holder comes back with a page request--> Returned
+//   Returned --claim--> Finished;  --janitor: claim window again--> Finished
+//            (a turn comes back once: polls and streams never return a
+//            ticket, so a holder who watches the line and never comes for
+//            the page holds nobody up for longer than one claim window)
 //   Waiting/Returned/Missed --retire, TTL, first-poll grace--> Finished
 //   Reserved of a dead worker --master reclaim--> Finished
 //   old ticket (number in a sale's block) --block opener, janitor--> Vacant(t)
@@ -212,18 +215,20 @@ class TicketRing final : public Handle, public Line {
   Issued issue(WorkerSlot slot, int64_t max_queue, Millis now, const ClientTicketing* client = nullptr) override;
 
   // Waiting-page render of a known ticket: touches it (last seen = now,
-  // cookie sent = now; its holder came back) and returns its state. Expired
-  // tickets are retired (and PageSlot waiters woken, as for every path that
-  // takes a ticket out of the line without a slot). A missed ticket whose
-  // holder comes back is Returned: ahead of the line.
-  TicketView render(const TicketCookie& cookie, Millis now, Millis ttl) override;
+  // cookie sent = now; seen unless `contact` is Own) and returns its state.
+  // Expired tickets are retired (and PageSlot waiters woken, as for every
+  // path that takes a ticket out of the line without a slot). A missed
+  // ticket whose holder comes back with a page request (Contact::Page) is
+  // Returned: ahead of the line; a poll or a stream does not return it.
+  TicketView render(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact = Contact::Page) override;
 
   // A held request's or event stream's recheck: touches the ticket like
   // render() but leaves the "cookie sent" time alone (no cookie goes out).
-  TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl) override;
+  TicketView touch(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact = Contact::Page) override;
 
-  // /queue/status poll: as render, plus the 1-second rate limit (a limited
-  // poll still touches the ticket) and refresh_cookie after ttl/3.
+  // /queue/status poll: as render with Contact::Look, plus the 1-second rate
+  // limit (a limited poll still touches the ticket) and refresh_cookie after
+  // ttl/3.
   TicketView poll(const TicketCookie& cookie, Millis now, Millis ttl) override;
 
   // The caller holds a page slot taken for this ticket: if it is the
@@ -321,7 +326,7 @@ class TicketRing final : public Handle, public Line {
   void fillView(uint64_t ticket, uint64_t word, TicketView& view) const;
   // Touch shared by render, touch and poll: nullptr when the cookie names no
   // live ticket (view Unknown, or Expired after retiring it).
-  TicketEntry* touchLive(const TicketCookie& cookie, Millis now, Millis ttl, TicketView& view);
+  TicketEntry* touchLive(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact, TicketView& view);
 
   const Semaphore* pages_;
   const Sessions* sessions_;

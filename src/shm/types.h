@@ -130,6 +130,19 @@ enum class TicketState {
   Ready,    // its turn: a page slot may be taken with it (claim)
 };
 
+// Who presents a ticket's cookie, which decides what the contact may do:
+//   Page  a page request: its holder is back (seen), and a ticket that
+//         missed its turn gets it back (Returned), ahead of the line. A turn
+//         comes back at most once: a returned ticket that misses again
+//         leaves the line.
+//   Look  a /queue/status poll or a /queue/events stream: its holder is
+//         here (seen, kept from the TTL), but looking takes no turn back, so
+//         a holder who watches and never comes does not hold up the line.
+//   Own   the request that was issued the ticket, while it is held or sent
+//         its first waiting page: keeps the ticket from the TTL, but is no
+//         return (the first-poll grace still applies once it is answered).
+enum class Contact : uint8_t { Page, Look, Own };
+
 struct TicketView {
   TicketState state = TicketState::Unknown;
   int64_t position = 0;         // Waiting: >= 1
@@ -187,7 +200,7 @@ struct StrikeOutcome {
 enum class Resource : uint32_t { PageSlot = 0, AssetSlot = 1, PassSlot = 2, LongLivedSlot = 3 };
 
 // ---------------------------------------------------------------- modes
-// The room's mode (traffic.md §7.5; modes.h keeps it in the segment).
+// The room's mode (-mode; modes.h keeps it in the segment).
 // Open is 0, so a fresh segment is open.
 enum class RoomMode : uint32_t {
   Open = 0,         // the cap and the line as usual

@@ -47,8 +47,9 @@ void buildUpstreamRequestHead(const http::Request& request, const config::Config
 void buildClientResponseHead(const http::ResponseHead& origin, const http::Request& request, ClientFraming framing,
                              bool close_client, const http::Headers& extra, std::string& out);
 
-// Concert-Session, the origin's word to Concert about the visitor's session
-// (traffic.md §3.4). It never reaches the client.
+// Concert-Session, the origin's word to Concert about the visitor's session:
+// `end` ends it (the pass is revoked on every worker, admission/session.h, and
+// the response expires its cookie). It never reaches the client.
 inline constexpr std::string_view kSessionHeader = "Concert-Session";
 
 // Does the origin end the visitor's session with this response (a
@@ -62,8 +63,8 @@ bool endsSession(const http::ResponseHead& origin);
 http::Headers sessionEndHeaders(const http::Headers& extra, std::string_view expire_cookie);
 
 // The first Concert-Priority header of the origin's response, the origin's
-// grant of a priority class (traffic.md §6.6, admission/priority.h); it never
-// reaches the client. False when there is none.
+// grant of a priority class (admission/priority.h); it never reaches the
+// client. False when there is none.
 bool priorityHeader(const http::ResponseHead& origin, std::string_view& value);
 
 // A `text/event-stream` response: long-lived, bounded by the tunnel timeout

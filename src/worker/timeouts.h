@@ -1,7 +1,7 @@
 // The phases a connection can time out in, with their settings, counters and
-// log names (traffic.md §2). A timeout closes the connection and frees every
-// slot it held, except that a page slot whose request already reached the
-// origin whole stays taken until the origin's response has ended (see
+// log names. A timeout closes the connection and frees every slot it held,
+// except that a page slot whose request already reached the origin whole
+// stays taken until the origin's response has ended (see
 // OriginExchange::detach).
 //
 //   phase           setting                   clock

@@ -1,5 +1,5 @@
 """The dashboard (GET /_room/) in headless Chromium, driven over the DevTools
-protocol with the waiting page test's Browser (test_waiting_page.py).
+protocol by the shared driver in tests/lib/chromium.py.
 
 Concert runs with an admin token; the browser sends `Authorization: Bearer`
 on every request through Network.setExtraHTTPHeaders, as a header-adding
@@ -23,9 +23,9 @@ import threading
 import time
 import unittest
 
+from chromium import AXE, CHROMIUM, Browser, axe_source, axe_summary, run_axe
 from concert_harness import Concert, set_cookies, wait_for
 from fake_origin import FakeOrigin
-from test_waiting_page import AXE, CHROMIUM, Browser, axe_summary
 
 TOKEN = "dashboard-test-token"
 CHARTS = ["chart-queue", "chart-occupancy", "chart-admissions", "chart-wait", "chart-origin"]
@@ -184,21 +184,17 @@ class DashboardTest(unittest.TestCase):
 
     @unittest.skipUnless(os.path.exists(AXE), "axe-core not installed (make deps-test)")
     def test_accessibility(self):
-        with open(AXE, encoding="utf-8") as f:
-            axe_source = f.read()
         with Concert(["-upstream", self.origin.url, "-cap", "2"], workers=1, admin_token=TOKEN) as c:
             open_dashboard(self.browser, c.port)
             self.assertTrue(wait_for(lambda: charts_drawn(self.browser), timeout=15, interval=0.2))
             # The page's CSP allows no script but its own: axe is added through CDP, which it does not govern.
             self.browser.call("Page.setBypassCSP", {"enabled": True})
-            self.browser.evaluate(axe_source)
+            self.browser.evaluate(axe_source())
             for scheme in ("light", "dark"):
                 self.browser.call("Emulation.setEmulatedMedia",
                                   {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
                 # The charts take the scheme's colours when it changes.
-                result = self.browser.evaluate_async(
-                    "axe.run(document, {resultTypes: ['violations']}).then(function (r) {"
-                    " return {violations: r.violations, passes: r.passes.length}; })")
+                result = run_axe(self.browser)
                 print("axe: dashboard, %s scheme: %d rules passed, %d violations" % (
                     scheme, result["passes"], len(result["violations"])))
                 self.assertEqual(result["violations"], [], axe_summary(result["violations"]))

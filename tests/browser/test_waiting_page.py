@@ -1,5 +1,5 @@
 """The waiting page in a real browser: headless Chromium driven over the
-Chrome DevTools Protocol with a minimal stdlib websocket client.
+Chrome DevTools Protocol by the shared driver in tests/lib/chromium.py.
 
 1. Room full (cap 1, one parked /slow request): the browser loads / and gets
    the waiting page with its position; the test frees the slot; the page's
@@ -27,193 +27,15 @@ A screenshot of the waiting page is saved to /tmp/concert-waiting.png.
 """
 import base64
 import json
-import os
-import shutil
-import signal
-import socket
-import struct
-import subprocess
-import tempfile
 import threading
 import time
 import unittest
-import urllib.request
 
+from chromium import CHROMIUM, Browser, axe_source, axe_summary, run_axe
 from concert_harness import Concert, wait_for
 from fake_origin import FakeOrigin
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT = "/tmp/concert-waiting.png"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-AXE = os.path.join(os.environ.get("CONCERT_BUILD", os.path.join(ROOT, "build")),
-                   "axe", "node_modules", "axe-core", "axe.min.js")
-
-
-class WebSocket:
-    """Just enough RFC 6455 for CDP: client handshake, masked text frames out,
-    (possibly fragmented) text frames in."""
-
-    def __init__(self, url, timeout=10):
-        assert url.startswith("ws://")
-        hostport, _, path = url[5:].partition("/")
-        host, _, port = hostport.partition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall(("GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
-                           % (path, hostport, key)).encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = self.sock.recv(4096)
-            if not chunk:
-                raise OSError("websocket handshake: connection closed")
-            head += chunk
-        head, _, self.buffer = head.partition(b"\r\n\r\n")
-        if b" 101 " not in head.split(b"\r\n")[0]:
-            raise OSError("websocket handshake refused: %r" % head[:200])
-
-    def _read(self, n):
-        while len(self.buffer) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise OSError("websocket closed")
-            self.buffer += chunk
-        out, self.buffer = self.buffer[:n], self.buffer[n:]
-        return out
-
-    def send(self, text):
-        data = text.encode()
-        header = bytearray([0x81])
-        n = len(data)
-        if n < 126:
-            header.append(0x80 | n)
-        elif n < 65536:
-            header.append(0x80 | 126)
-            header += struct.pack(">H", n)
-        else:
-            header.append(0x80 | 127)
-            header += struct.pack(">Q", n)
-        mask = os.urandom(4)
-        header += mask
-        self.sock.sendall(bytes(header) + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
-
-    def recv(self):
-        message = b""
-        while True:
-            b0, b1 = self._read(2)
-            opcode, n = b0 & 0x0F, b1 & 0x7F
-            if n == 126:
-                n = struct.unpack(">H", self._read(2))[0]
-            elif n == 127:
-                n = struct.unpack(">Q", self._read(8))[0]
-            mask = self._read(4) if b1 & 0x80 else None
-            payload = self._read(n)
-            if mask:
-                payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-            if opcode == 8:
-                raise OSError("websocket closed by peer")
-            if opcode in (9, 10):  # ping / pong: CDP does not send them in practice
-                continue
-            message += payload
-            if b0 & 0x80:
-                return message.decode()
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-
-class Browser:
-    def __init__(self):
-        self.profile = tempfile.mkdtemp(prefix="concert-chromium-")
-        self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--user-data-dir=" + self.profile, "--remote-debugging-port=0", "--window-size=1000,760",
-             "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        port_file = os.path.join(self.profile, "DevToolsActivePort")
-        if not wait_for(lambda: os.path.exists(port_file) and open(port_file).read().count("\n") >= 1, timeout=20):
-            self.close()
-            raise RuntimeError("chromium did not start")
-        self.port = int(open(port_file).read().split("\n")[0])
-        req = urllib.request.Request("http://127.0.0.1:%d/json/new?about:blank" % self.port, method="PUT")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            target = json.loads(r.read())
-        self.ws = WebSocket(target["webSocketDebuggerUrl"])
-        self.next_id = 0
-        self.events = []
-        self.call("Page.enable")
-        self.call("Network.enable")
-        self.call("Network.setCacheDisabled", {"cacheDisabled": True})
-
-    def call(self, method, params=None, timeout=15):
-        self.next_id += 1
-        my_id = self.next_id
-        self.ws.send(json.dumps({"id": my_id, "method": method, "params": params or {}}))
-        self.ws.sock.settimeout(timeout)
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == my_id:
-                if "error" in msg:
-                    raise RuntimeError("%s: %s" % (method, msg["error"]))
-                return msg.get("result", {})
-            if "method" in msg:
-                self.events.append(msg)
-
-    def evaluate(self, expression):
-        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
-        return result.get("result", {}).get("value")
-
-    def body_text(self):
-        """The page's text; "" while a navigation replaces the document (the
-        evaluation is then refused with "Inspected target navigated")."""
-        try:
-            return self.evaluate("document.body ? document.body.innerText : ''")
-        except RuntimeError as e:
-            if "navigated" in str(e):
-                return ""
-            raise
-
-    def evaluate_async(self, expression, timeout=60):
-        """The value of a promise-returning expression."""
-        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                "awaitPromise": True}, timeout=timeout)
-        if "exceptionDetails" in result:
-            raise RuntimeError("evaluate: %s" % json.dumps(result["exceptionDetails"])[:2000])
-        return result.get("result", {}).get("value")
-
-    def navigate(self, url):
-        self.call("Page.navigate", {"url": url})
-
-    def document_loads(self, url):
-        """How often the browser asked for `url` as a document."""
-        self.evaluate("1")  # drain pending events
-        return len([e for e in self.events if e["method"] == "Network.requestWillBeSent"
-                    and e["params"].get("type") == "Document" and e["params"]["request"]["url"] == url])
-
-    def requested_urls(self):
-        self.evaluate("1")  # drain pending events
-        return [e["params"]["request"]["url"] for e in self.events if e["method"] == "Network.requestWillBeSent"]
-
-    def screenshot(self, path):
-        data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
-        with open(path, "wb") as f:
-            f.write(base64.b64decode(data))
-
-    def close(self):
-        if getattr(self, "ws", None):
-            self.ws.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 @unittest.skipUnless(CHROMIUM, "chromium not installed")
@@ -443,25 +265,13 @@ class WaitingPageTest(unittest.TestCase):
 
 
 
-def axe_summary(violations):
-    lines = []
-    for v in violations:
-        lines.append("%s (%s): %s" % (v["id"], v.get("impact"), v["help"]))
-        for node in v["nodes"][:5]:
-            lines.append("    %s: %s" % (node["target"], (node.get("failureSummary") or "").replace("\n", " ")))
-    return "\n".join(lines)
-
-
 @unittest.skipUnless(CHROMIUM, "chromium not installed")
 class AccessibilityTest(unittest.TestCase):
     """axe-core in Chromium: no violation on any page the room shows people."""
 
     @classmethod
     def setUpClass(cls):
-        if not os.path.exists(AXE):
-            raise AssertionError("axe-core is missing at %s: `make deps-test` installs it" % AXE)
-        with open(AXE, encoding="utf-8") as f:
-            cls.axe_source = f.read()
+        axe_source()  # fails the class, naming the file, when axe-core is missing
 
     def setUp(self):
         self.origin = FakeOrigin()
@@ -477,14 +287,10 @@ class AccessibilityTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: self.browser.evaluate(ready_expression), timeout=15, interval=0.2),
                         "%s did not show: %r" % (what, self.browser.evaluate(
                             "document.body ? document.body.innerText : ''")))
-        if not self.browser.evaluate("typeof axe === 'object'"):
-            self.browser.evaluate(self.axe_source)
         for scheme in ("light", "dark"):
             self.browser.call("Emulation.setEmulatedMedia",
                               {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
-            result = self.browser.evaluate_async(
-                "axe.run(document, {resultTypes: ['violations']}).then(function (r) {"
-                " return {violations: r.violations, passes: r.passes.length}; })")
+            result = run_axe(self.browser)  # loads axe-core into the page the first time
             violations = result["violations"]
             print("axe: %s, %s scheme: %d rules passed, %d violations" % (
                 what, scheme, result["passes"], len(violations)))

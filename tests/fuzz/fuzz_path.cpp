@@ -6,10 +6,10 @@
 //     dot-segment, literal or percent-encoded;
 //   * normalising the result again changes nothing (and copies nothing);
 //   * Unchanged exactly when the input had no dot-segment;
-//   * the result and the above-root verdict agree with RFC 3986 §5.2.4 as
-//     written (the five buffer rules, below), run on the input with its
-//     encoded dot-segments spelled as literal dots: rule C on an empty output
-//     buffer is a climb above the root.
+//   * the result and the above-root verdict agree with RFC 3986, section
+//     5.2.4, as written (the five buffer rules, below), run on the input with
+//     its encoded dot-segments spelled as literal dots: rule C on an empty
+//     output buffer is a climb above the root.
 #include <string>
 
 #include "fuzz_target.h"
@@ -45,7 +45,7 @@ std::string spellDots(std::string_view raw) {
   }
 }
 
-// RFC 3986 §5.2.4 remove_dot_segments, rule by rule (A to E).
+// RFC 3986, section 5.2.4, remove_dot_segments, rule by rule (A to E).
 std::string removeDotSegments(std::string_view in, bool* climbed) {
   std::string out;
   auto dropLast = [&] {

@@ -1,7 +1,15 @@
-"""Client identity at the listener and abuse resistance (traffic.md §4.2–§4.5)
-against the real binary: PROXY protocol v1 and v2, the IPv6 /64 as one
-client, -max-tickets-per-client under a flood of cookie-less requests,
-strikes and bans shared by every worker, -abuse-allow.
+"""Client identity at the listener and abuse resistance against the real
+binary. With -proxy-protocol a trusted peer opens every connection with a
+PROXY v1 or v2 header whose source is the client (UNKNOWN or LOCAL: the peer
+itself); a missing or malformed header, or one from an untrusted peer,
+closes the connection without an answer. All addresses of one IPv6 /64 are
+one client. -max-tickets-per-client caps the tickets one client holds, so a
+flood of cookie-less requests keeps at most that many in line and a real
+visitor still gets through. Strikes (a forged pass, though not an expired
+genuine one; a bad request; a wrong admin token) from every worker add up
+to a ban of the client at -abuse-threshold: its tickets leave the line and,
+until -abuse-ban has passed, all its requests but the health check are
+refused. A client in -abuse-allow is never struck or limited.
 
 A client "from" 127.0.0.2 or 127.0.0.3 binds that source address (Linux
 routes all of 127/8 to lo). The flood figures are printed for the record
@@ -18,6 +26,7 @@ import unittest
 
 from concert_harness import Concert, header, raw_exchange, set_cookies, wait_for
 from fake_origin import FakeOrigin
+from room import fill, mint_pass, with_pass
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 FORGED_PASS = "A" * 54  # the right length and alphabet, a MAC that is not ours
@@ -104,13 +113,6 @@ class AbuseTest(unittest.TestCase):
     def concert(self, *args, **kw):
         return Concert(["-upstream", self.origin.url] + list(args), workers=kw.pop("workers", 2), **kw)
 
-    def hold_slot(self, concert, source="127.0.0.1"):
-        """Fill the single page slot with a /slow request."""
-        t = threading.Thread(target=lambda: request_from(concert.port, source, "/slow", timeout=60), daemon=True)
-        t.start()
-        self.assertTrue(wait_for(lambda: concert.stats()["occupancy"] == 1, timeout=5), "slot did not fill")
-        return t
-
     # -- PROXY protocol
     def test_proxy_v1_and_v2_source_stands_for_the_peer(self):
         with self.concert("-proxy-protocol", "-trusted-proxies", "127.0.0.1/32", access_log=True,
@@ -188,7 +190,7 @@ class AbuseTest(unittest.TestCase):
     # -- IPv6 /64
     def test_ipv6_addresses_of_one_64_are_one_client(self):
         with self.concert("-cap", "1", "-trusted-proxies", "127.0.0.1/32", "-max-tickets-per-client", "2") as c:
-            self.hold_slot(c)
+            fill(c, source="127.0.0.1")
 
             def arrive(xff):
                 status, headers, _ = c.get("/page", {"Accept": "text/html", "X-Forwarded-For": xff})
@@ -212,7 +214,7 @@ class AbuseTest(unittest.TestCase):
         total = 20000
         with self.concert("-cap", "1", "-max-tickets-per-client", "5", "-first-poll-grace", "5s",
                           "-claim-window", "2s", workers=2) as c:
-            self.hold_slot(c)
+            fill(c, source="127.0.0.1")
             statuses = {}
             lock = threading.Lock()
             max_depth = [0]
@@ -340,7 +342,7 @@ class AbuseTest(unittest.TestCase):
 
     def test_a_banned_clients_tickets_leave_the_line(self):
         with self.concert("-abuse-threshold", "5", "-abuse-ban", "30s", "-cap", "1") as c:
-            self.hold_slot(c)
+            fill(c, source="127.0.0.1")
             html = {"Accept": "text/html"}
             status, h2, _ = request_from(c.port, "127.0.0.2", "/page", html)
             self.assertEqual(status, 200)
@@ -361,7 +363,7 @@ class AbuseTest(unittest.TestCase):
     def test_abuse_allow_is_never_banned_or_limited(self):
         with self.concert("-abuse-threshold", "5", "-abuse-allow", "127.0.0.2/32", "-cap", "1",
                           "-max-tickets-per-client", "1") as c:
-            self.hold_slot(c)
+            fill(c, source="127.0.0.1")
             forged = {"Cookie": "concert_admit=" + FORGED_PASS, "Accept": "text/html"}
             for _ in range(3):
                 self.assertEqual(request_from(c.port, "127.0.0.2", "/page", forged)[0], 200)
@@ -375,16 +377,10 @@ class AbuseTest(unittest.TestCase):
             self.assertEqual(c.stats()["abuse_strikes_total"], 1)
 
     def test_an_expired_genuine_pass_is_no_strike(self):
-        import base64
-        import hashlib
-        import hmac
-        from concert_harness import TEST_SECRET
-        raw = bytes(16) + struct.pack("!Q", int(time.time()) - 10)
-        mac = hmac.new(TEST_SECRET.encode(), raw, hashlib.sha256).digest()[:16]
-        expired = base64.urlsafe_b64encode(raw + mac).rstrip(b"=").decode()
+        expired = mint_pass(bytes(16), int(time.time()) - 10)
         with self.concert("-abuse-threshold", "5") as c:
             for _ in range(3):
-                self.assertEqual(request_from(c.port, "127.0.0.2", "/page", {"Cookie": "concert_admit=" + expired})[0], 200)
+                self.assertEqual(request_from(c.port, "127.0.0.2", "/page", with_pass(expired))[0], 200)
             self.assertEqual(c.stats()["abuse_strikes_total"], 0)
 
 

@@ -1,22 +1,15 @@
 """The admin side of the room: -admin-listen, and the line seen and steered
 through GET /_room/queue and DELETE /_room/queue/<ticket>."""
 import json
-import threading
 import time
 import unittest
 
 from concert_harness import Concert, set_cookies, wait_for
 from fake_origin import FakeOrigin
+from room import park
 
 TOKEN = "admin-token-for-tests"
 AUTH = {"Authorization": "Bearer " + TOKEN}
-
-
-def park(concert, path="/slow"):
-    """A request that holds a page slot until the origin's gate opens."""
-    t = threading.Thread(target=lambda: concert.get(path, timeout=30), daemon=True)
-    t.start()
-    return t
 
 
 def ticket_cookie(headers):

@@ -1,4 +1,5 @@
-"""Every phase bounded (traffic.md §2), against the real binary and a fake origin.
+"""Every phase of a connection is bounded, in time or in size, so that no client and no origin can
+hold a connection, a page slot or memory forever; checked against the real binary and a fake origin.
 
 One case per phase and per bound:
   header / keep-alive   a head that never ends, an idle kept-alive connection
@@ -25,6 +26,8 @@ import unittest
 
 from concert_harness import Concert, header, wait_for
 from fake_origin import FakeOrigin
+
+SERIAL = "opens 11,000 connections and measures what slow clients cost"
 
 JSON = {"Accept": "application/json"}
 

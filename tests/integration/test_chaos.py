@@ -29,9 +29,6 @@ Invariants:
     cap is usable (cap parallel slow requests all reach the origin), the
     master is alive and its log shows no crash other than the kills.
 """
-import base64
-import hashlib
-import hmac
 import http.client
 import json
 import os
@@ -48,11 +45,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from concert_harness import TEST_SECRET, Concert, wait_for  # noqa: E402
+from room import mint_pass  # noqa: E402
+
+SERIAL = "measures the workers' memory while it kills processes and stalls the origin"
 
 ADMIN_TOKEN = "chaos-admin-token"
 START_CAP = 4
 CAPS = [2, 3, 4, 6]
 BIG = 1 << 20
+PASS_TTL = 600  # seconds: the asset load's passes, minted here
 CRASH_MARKERS = ("signal 11", "signal 6", "signal 7", "signal 4", "SIGSEGV", "SIGABRT", "SIGBUS", "core dumped",
                  "AddressSanitizer", "runtime error:", "terminate called")
 
@@ -196,13 +197,6 @@ class ChaosOrigin:
 
 
 # ---------------------------------------------------------------- helpers
-def mint_pass(secret, ttl=600):
-    pid = os.urandom(16)
-    raw = pid + struct.pack(">Q", int(time.time()) + ttl)
-    mac = hmac.new(secret.encode(), raw, hashlib.sha256).digest()[:16]
-    return base64.urlsafe_b64encode(raw + mac).rstrip(b"=").decode()
-
-
 class Timeline:
     """When each fault happened, to attribute request failures."""
 
@@ -242,7 +236,7 @@ class Load:
         self.failures = []
         self.position_regressions = []
         self.requests = 0
-        self.asset_cookie = "concert_admit=" + mint_pass(TEST_SECRET)
+        self.asset_cookie = "concert_admit=" + mint_pass(secret=TEST_SECRET, expiry=int(time.time()) + PASS_TTL)
 
     def note(self, kind, outcome):
         with self.lock:
@@ -351,7 +345,7 @@ class Load:
                     break
 
     def assets(self, secret):
-        cookie = "concert_admit=" + mint_pass(secret)
+        cookie = "concert_admit=" + mint_pass(secret=secret, expiry=int(time.time()) + PASS_TTL)
         while not self.stop.is_set():
             got = self.request("asset", "GET", "/assets/app.js", {"Cookie": cookie}, allowed=(200, 429, 503))
             # Keep the pass as a browser does: past half its life Concert slides it

@@ -1,31 +1,31 @@
-"""One line across hosts (traffic.md §8), against the real binary, a real redis-server and fake origins.
+"""One line across hosts, against the real binary, a real redis-server and fake origins.
 
 Several Concert hosts (separate masters, each on its own port, 2 workers each) share one room through
 one redis-server started for each test (tests/lib/redis_server.py). What each case checks:
 
-  test_1_300_clients_one_cap_one_line    §8.2, §8.3: 300 clients spread at random over three hosts, cap 10:
+  test_1_300_clients_one_cap_one_line    300 clients spread at random over three hosts, cap 10:
                                          the origin never sees more than 10 at once, everyone gets in, no 5xx,
                                          no ticket's position ever grows whichever host answers, and
                                          fifo_inversions_total summed over the hosts is within hosts x lease
-  test_2_a_ticket_works_on_every_host    §8.3: a ticket from host A has the same position on A, B and C while
+  test_2_a_ticket_works_on_every_host    a ticket from host A has the same position on A, B and C while
                                          the line stands still, it never grows, and the visitor is admitted
                                          in its turn on whichever host it asks (never the one that ticketed it)
-  test_3_stats_metrics_and_config        §8.1, §8.7: cluster_* in /_room/stats, concert_cluster_* in
+  test_3_stats_metrics_and_config        cluster_* in /_room/stats, concert_cluster_* in
                                          /_room/metrics, keys under -cluster-room, -t wants CONCERT_ADMIT_SECRET
-  test_4_a_session_from_a_is_a_session_on_b  §8.4: a pass from A on a full room at B is held as a session
+  test_4_a_session_from_a_is_a_session_on_b  a pass from A on a full room at B is held as a session
                                          (never the waiting page) and proxied when a slot frees
-  test_5_a_ban_on_a_holds_on_b_and_c     §8.4: a client banned on A gets 403 on B and C; others do not
-  test_6_kill_9_host_frees_its_reservations  §8.6: a SIGKILLed host's reservations expire after
+  test_5_a_ban_on_a_holds_on_b_and_c     a client banned on A gets 403 on B and C; others do not
+  test_6_kill_9_host_frees_its_reservations  a SIGKILLed host's reservations expire after
                                          -cluster-lease-ttl and the two others fill the whole cap
-  test_7_engine_paused_fail_open         §8.5: redis SIGSTOPped with -cluster-fail open: every host keeps
+  test_7_engine_paused_fail_open         redis SIGSTOPped with -cluster-fail open: every host keeps
                                          admitting on its own, each within cap / hosts, no 5xx; the hosts
                                          re-join when it resumes (same processes), those who waited get in
-  test_8_engine_paused_fail_closed       §8.5: the same with closed: requests already at the origin finish,
+  test_8_engine_paused_fail_closed       the same with closed: requests already at the origin finish,
                                          no new admission, new visitors get the waiting page, no 5xx; re-join
-  test_9_engine_restarted_empty_keeps_the_order  §8.5: redis SIGKILLed and restarted empty: the hosts
+  test_9_engine_restarted_empty_keeps_the_order  redis SIGKILLed and restarted empty: the hosts
                                          re-join and the waiting visitors keep the relative order every host
                                          showed before, on every host; the cap holds over the restart
-  test_10_a_busy_host_gets_the_idle_reservations  §8.2: with every visitor on one host (a sticky balancer)
+  test_10_a_busy_host_gets_the_idle_reservations  with every visitor on one host (a sticky balancer)
                                          the others return the slots they do not need and that host fills
                                          the whole cap
 
@@ -37,7 +37,6 @@ Every cross-host expectation is waited for with wait_for (the hosts sync with th
 Traffic goes to 127.0.0.1 only; the only processes signalled are the ones started here, by pid.
 """
 import http.client
-import json
 import os
 import random
 import subprocess
@@ -46,14 +45,12 @@ import time
 import unittest
 from collections import Counter
 
-from concert_harness import BIN, Concert, TEST_SECRET, jar_update, wait_for
+from concert_harness import BIN, Concert, TEST_SECRET, wait_for
 from fake_origin import FakeOrigin, Recorder
 from redis_server import RedisServer, redis_available
+from visitor import BROWSER, JSON, Visitor, in_thread, is_admitted
 
-JSON = {"Accept": "application/json"}
-BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 FORGED_PASS = "A" * 54  # the right length and alphabet, a MAC that is not ours
-POLL_EVERY = 1.05  # /queue/status answers one poll a second per ticket
 LEASE = 4  # -cluster-lease default
 TTL = "2s"  # -cluster-lease-ttl in these tests (the default is 10s)
 NAMES = "ABC"
@@ -172,100 +169,12 @@ def request_from(port, source, path, headers=None, timeout=10):
         c.close()
 
 
-def is_ok(status, body):
-    """The fake origin answers every page path used here with "ok": the request was admitted."""
-    return status == 200 and body == b"ok"
-
-
-class Visitor:
-    """A client with a cookie jar (curl -b jar -c jar) that may talk to any host."""
-
-    def __init__(self, name, accept=JSON):
-        self.name = name
-        self.accept = accept
-        self.jar = {}
-        self.last_poll = 0.0
-        self.positions = []  # (ticket, position, host) of every accepted poll that was not ready
-        self.statuses = Counter()  # (kind, status) of every answer
-        self.bad = []  # (host, path, status, body) of every 5xx
-        self.errors = []
-        self.admitted_on = None
-        self.ready_on = []
-        self.cancelled = threading.Event()  # set: wait_in_line gives up
-
-    @property
-    def ticket(self):
-        return self.jar.get("room_ticket")
-
-    def request(self, host, path, headers=None, timeout=10):
-        h = dict(self.accept)
-        if self.jar:
-            h["Cookie"] = "; ".join("%s=%s" % kv for kv in self.jar.items())
-        h.update(headers or {})
-        status, hdrs, body = host.request("GET", path, headers=h, timeout=timeout)
-        jar_update(self.jar, hdrs)
-        self.statuses[("status" if path.startswith("/queue/") else "page", status)] += 1
-        if status >= 500:
-            self.bad.append((host.name, path, status, body[:200]))
-        return status, hdrs, body
-
-    def poll(self, host):
-        """One /queue/status poll, no faster than the rate limit allows. The JSON of an accepted
-        (200) answer, or None for a rate-limited one (which carries no new position)."""
-        wait = self.last_poll + POLL_EVERY - time.time()
-        if wait > 0:
-            time.sleep(wait)
-        self.last_poll = time.time()
-        status, _, body = self.request(host, "/queue/status")
-        if status != 200:
-            return None
-        doc = json.loads(body)
-        if doc.get("ready"):
-            self.ready_on.append(host.name)
-        elif doc.get("position") is not None:
-            self.positions.append((self.ticket, doc["position"], host.name))
-        return doc
-
-    def increases(self):
-        """Polls where a ticket's position grew over its previous accepted poll (any host)."""
-        out, last = [], {}
-        for ticket, pos, host in self.positions:
-            if ticket in last and pos > last[ticket][0]:
-                out.append((ticket, last[ticket], (pos, host)))
-            last[ticket] = (pos, host)
-        return out
-
-    def wait_in_line(self, path, pick, deadline, page_pick=None, page_timeout=20):
-        """Ask for `path` until the origin answers it. While waiting, poll /queue/status on pick()
-        until ready, then ask for the page again on page_pick() (pick() by default). True once
-        admitted, False when the deadline passed first."""
-        page_pick = page_pick or pick
-        while time.time() < deadline and not self.cancelled.is_set():
-            host = page_pick()
-            try:
-                status, _, body = self.request(host, path, timeout=max(1, min(page_timeout, deadline - time.time())))
-            except (OSError, http.client.HTTPException) as e:
-                self.errors.append(repr(e))
-                time.sleep(0.2)
-                continue
-            if is_ok(status, body):
-                self.admitted_on = host.name
-                return True
-            if status not in (200, 429) or "room_ticket" not in self.jar:
-                time.sleep(0.5)
-                continue
-            while time.time() < deadline and not self.cancelled.is_set():
-                try:
-                    doc = self.poll(pick())
-                except (OSError, http.client.HTTPException, ValueError) as e:
-                    self.errors.append(repr(e))
-                    time.sleep(0.2)
-                    continue
-                if doc is None:
-                    continue
-                if doc.get("ready") or doc.get("position") is None:
-                    break  # its turn, or no place any more: ask for the page again
-        return False
+def wait_in_line(v, path, pick, deadline, page_pick=None, page_timeout=20):
+    """`v` asks for `path` until the origin answers it, polling /queue/status (no event stream) on
+    pick() while it waits and asking for the page again on page_pick() (pick() by default) once
+    ready. True once admitted, False when the deadline passed or it was cancelled first."""
+    return v.admit(path, deadline, use_events=False, pick=pick, page_pick=page_pick,
+                   page_timeout=page_timeout) is not None
 
 
 def rotation(hosts, start=0):
@@ -290,12 +199,6 @@ def stats_or_empty(c):
 
 def cluster_view(hosts):
     return {c.name: {k: v for k, v in stats_or_empty(c).items() if k.startswith("cluster_")} for c in hosts}
-
-
-def background(fn, *args):
-    t = threading.Thread(target=fn, args=args, daemon=True)
-    t.start()
-    return t
 
 
 class ClusterTest(unittest.TestCase):
@@ -390,10 +293,10 @@ class ClusterTest(unittest.TestCase):
             assign = [hosts[k % len(hosts):] + hosts[:k % len(hosts)] for k in range(n)]
 
         def go(k, v):
-            ok[v.name] = v.wait_in_line("/slow?gate=%s&k=%d&timeout=90" % (gate, k), rotation(assign[k]), deadline,
-                                        page_timeout=100)
-        visitors = [Visitor("%s%d" % (gate, k)) for k in range(n)]
-        threads = [background(go, k, v) for k, v in enumerate(visitors)]
+            ok[v.name] = wait_in_line(v, "/slow?gate=%s&k=%d&timeout=90" % (gate, k), rotation(assign[k]),
+                                      deadline, page_timeout=100)
+        visitors = [Visitor(name="%s%d" % (gate, k)) for k in range(n)]
+        threads = [in_thread(go, k, v) for k, v in enumerate(visitors)]
         self.assertTrue(wait_for(lambda: self.origins.now >= n, timeout=20, interval=0.1),
                         "the origin did not get the %d %s requests: %d in flight (per host %s), %s"
                         % (n, gate, self.origins.now, [self.origins.host_now(i) for i in range(3)],
@@ -411,7 +314,7 @@ class ClusterTest(unittest.TestCase):
         return sum(stats_or_empty(c).get("fifo_inversions_total", 0) for c in (hosts or self.hosts))
 
     def ticketed(self, v, host, path="/line"):
-        status, hdrs, body = v.request(host, path)
+        status, hdrs, body = v.get(path, host=host)
         self.assertEqual(status, 429, "%s on %s: expected the JSON waiting answer, got %d %r"
                          % (v.name, host.name, status, body[:200]))
         self.assertIn("room_ticket", v.jar, "%s got no ticket on %s" % (v.name, host.name))
@@ -448,11 +351,11 @@ class ClusterTest(unittest.TestCase):
                       "(visitor, ticket, (before, host), (after, host)): %s"
                       % (len(grown), first, len(grown) - first, grown[:8]))
 
-    # -- §8.2, §8.3
+    # -- one cap and one line over every host
     def test_1_300_clients_one_cap_one_line(self):
         cap, n = 10, 300
         hosts = self.start_hosts(cap)
-        visitors = [Visitor("v%d" % i) for i in range(n)]
+        visitors = [Visitor(name="v%d" % i) for i in range(n)]
         deadline = time.time() + 110
         done = []
         lock = threading.Lock()
@@ -463,7 +366,7 @@ class ClusterTest(unittest.TestCase):
 
             def pick():
                 return rnd.choice(hosts)
-            if v.wait_in_line("/sleep?ms=300&v=%d" % i, pick, deadline):
+            if wait_in_line(v, "/sleep?ms=300&v=%d" % i, pick, deadline):
                 with lock:
                     done.append(i)
 
@@ -477,10 +380,10 @@ class ClusterTest(unittest.TestCase):
                     occupancy[c.name] = max(occupancy[c.name], s.get("occupancy", 0))
                 time.sleep(0.1)
 
-        watcher = background(watch)
+        watcher = in_thread(watch)
         threads = []
         for i in range(n):
-            threads.append(background(client, i))
+            threads.append(in_thread(client, i))
             if i % 30 == 29:
                 time.sleep(0.1)
         for t in threads:
@@ -488,7 +391,7 @@ class ClusterTest(unittest.TestCase):
         stop.set()
         watcher.join(5)
         inv = self.inversions()
-        statuses = sum((v.statuses for v in visitors), Counter())
+        statuses = sum((v.tally() for v in visitors), Counter())
         log("300 clients: admitted %d, origin max %d (per host %s), host occupancy max %s, "
             "inversions %d, answers %s" % (len(done), self.origins.max,
                                            [self.origins.host_max(i) for i in range(3)], occupancy, inv,
@@ -510,7 +413,7 @@ class ClusterTest(unittest.TestCase):
         cap = 10
         a, b, c = hosts = self.start_hosts(cap)
         holders = self.fill(cap, "hold")
-        line = [Visitor("V%d" % (k + 1)) for k in range(5)]
+        line = [Visitor(name="V%d" % (k + 1)) for k in range(5)]
         for v in line:
             self.ticketed(v, a)
         # While the line stands still every host gives every ticket the same place.
@@ -534,9 +437,9 @@ class ClusterTest(unittest.TestCase):
         ok = {}
 
         def go(k, v):
-            ok[v.name] = v.wait_in_line("/sleep?ms=200&v=%s" % v.name, rotation(hosts, k),
-                                        deadline, page_pick=rotation([b, c], k))
-        workers = [background(go, k, v) for k, v in enumerate(line)]
+            ok[v.name] = wait_in_line(v, "/sleep?ms=200&v=%s" % v.name, rotation(hosts, k),
+                                      deadline, page_pick=rotation([b, c], k))
+        workers = [in_thread(go, k, v) for k, v in enumerate(line)]
         for t in workers:
             t.join(max(1, deadline + 5 - time.time()))
         admitted = [r["target"].split("v=")[1] for r in self.origins.requests("/sleep")]
@@ -553,13 +456,13 @@ class ClusterTest(unittest.TestCase):
         # The first polls on B came right after the tickets were issued on A.
         self.assert_never_increase(line)
 
-    # -- §8.1, §8.7
+    # -- what the hosts report, and the configuration
     def test_3_stats_metrics_and_config(self):
         room = "croom%d" % os.getpid()
         hosts = self.start_hosts(10, "-cluster-room", room)
         # Some traffic so that every host talks to the engine.
         for c in hosts:
-            self.assertTrue(is_ok(*c.get("/sleep?ms=1", JSON)[::2]))
+            self.assertTrue(is_admitted(*c.get("/sleep?ms=1", JSON)[::2]))
         for c in hosts:
             s = c.stats()
             self.assertEqual(s["cluster_engine_up"], 1)
@@ -596,43 +499,43 @@ class ClusterTest(unittest.TestCase):
         p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
-    # -- §8.4
+    # -- sessions and bans hold on every host
     def test_4_a_session_from_a_is_a_session_on_b(self):
         cap = 10
         a, b, c = self.start_hosts(cap)
-        shopper = Visitor("shopper")
-        status, _, body = shopper.request(a, "/home")
-        self.assertTrue(is_ok(status, body), (status, body[:200]))
+        shopper = Visitor(name="shopper")
+        status, _, body = shopper.get("/home", host=a)
+        self.assertTrue(is_admitted(status, body), (status, body[:200]))
         self.assertIn("concert_admit", shopper.jar)
         # With free slots B sends it straight on, without a ticket.
-        status, _, body = shopper.request(b, "/next")
-        self.assertTrue(is_ok(status, body), (status, body[:200]))
+        status, _, body = shopper.get("/next", host=b)
+        self.assertTrue(is_admitted(status, body), (status, body[:200]))
         self.assertNotIn("room_ticket", shopper.jar)
         # The room fills up; a newcomer on B waits in line.
         holders = self.fill(cap, "hold")
-        newcomer = Visitor("newcomer")
+        newcomer = Visitor(name="newcomer")
         self.ticketed(newcomer, b)
         # The shopper's next page on B is not the waiting page: it is held, and goes in when a slot frees.
         answer = {}
 
         def click():
             try:
-                answer["r"] = shopper.request(b, "/checkout", timeout=40)
+                answer["r"] = shopper.get("/checkout", timeout=40, host=b)
             except (OSError, http.client.HTTPException) as e:
                 answer["r"] = (None, [], repr(e).encode())
-        t = background(click)
+        t = in_thread(click)
         time.sleep(1)  # let the request reach B and be held there (the hold is what is checked below)
         self.origins.release("hold")
         t.join(30)
         self.assertFalse(t.is_alive(), "the session request was never answered")
         status, hdrs, body = answer["r"]
-        self.assertTrue(is_ok(status, body), "the session on B got %s %r" % (status, body[:200]))
+        self.assertTrue(is_admitted(status, body), "the session on B got %s %r" % (status, body[:200]))
         self.assertNotIn("room_ticket", shopper.jar)
         self.assertEqual(self.origins.hits("/checkout"), 1)
         self.assertLessEqual(self.origins.max, cap)
         # And on C as well.
-        status, _, body = shopper.request(c, "/thanks")
-        self.assertTrue(is_ok(status, body), (status, body[:200]))
+        status, _, body = shopper.get("/thanks", host=c)
+        self.assertTrue(is_admitted(status, body), (status, body[:200]))
         self.assertNotIn("room_ticket", shopper.jar)
         self.assert_no_5xx([shopper, newcomer])
         self.finish(*holders)
@@ -653,9 +556,9 @@ class ClusterTest(unittest.TestCase):
             self.assertEqual(request_from(host.port, "127.0.0.2", "/_room/healthz")[0], 200)
             # Another client is untouched.
             status, _, body = request_from(host.port, "127.0.0.3", "/page")
-            self.assertTrue(is_ok(status, body), (host.name, status, body[:200]))
+            self.assertTrue(is_admitted(status, body), (host.name, status, body[:200]))
 
-    # -- §8.6
+    # -- a host that dies
     def test_6_kill_9_host_frees_its_reservations(self):
         cap = 10
         a, b, c = hosts = self.start_hosts(cap)
@@ -674,14 +577,14 @@ class ClusterTest(unittest.TestCase):
         self.origins.reset_max()
         # A and B have more visitors than the cap: once C's reservations expire they use all of it.
         survivors = [a, b]
-        visitors = [Visitor("w%d" % i) for i in range(cap + 4)]
+        visitors = [Visitor(name="w%d" % i) for i in range(cap + 4)]
         deadline = time.time() + 60
         ok = {}
 
         def go(i, v):
             host = survivors[i % 2]
-            ok[v.name] = v.wait_in_line("/slow?gate=ab&v=%d" % i, lambda: host, deadline)
-        workers = [background(go, i, v) for i, v in enumerate(visitors)]
+            ok[v.name] = wait_in_line(v, "/slow?gate=ab&v=%d" % i, lambda: host, deadline)
+        workers = [in_thread(go, i, v) for i, v in enumerate(visitors)]
         full = wait_for(lambda: self.origins.now == cap, timeout=20, interval=0.1)
         view = cluster_view(survivors)
         log("after kill -9 of C: origin in flight %d (A %d, B %d), %s" %
@@ -696,7 +599,7 @@ class ClusterTest(unittest.TestCase):
         self.assertLessEqual(self.origins.max, cap)
         self.assert_no_5xx(visitors)
 
-    # -- §8.5
+    # -- the engine paused or restarted
     def load(self, hosts, per_host, end, path="/sleep?ms=200"):
         """per_host clients on each host that keep coming until `end`, each waiting in line like the
         waiting page (on its host) and coming back as a new visitor after every admission. A visitor
@@ -708,14 +611,14 @@ class ClusterTest(unittest.TestCase):
         def client(host, k):
             serial = 0
             while time.time() < end:
-                v = Visitor("%s%d.%d" % (host.name, k, serial))
+                v = Visitor(name="%s%d.%d" % (host.name, k, serial))
                 serial += 1
                 with lock:
                     visitors.append(v)
-                if v.wait_in_line("%s&h=%s&v=%s" % (path, host.name, v.name), lambda: host, end + 40):
+                if wait_in_line(v, "%s&h=%s&v=%s" % (path, host.name, v.name), lambda: host, end + 40):
                     with lock:
                         admitted[host.name] += 1
-        threads = [background(client, host, k) for host in hosts for k in range(per_host)]
+        threads = [in_thread(client, host, k) for host in hosts for k in range(per_host)]
         return threads, visitors, admitted
 
     def test_7_engine_paused_fail_open(self):
@@ -757,9 +660,9 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(waited, [], "visitors from the outage that never got in")
         self.assert_no_5xx(visitors)
         # And newcomers on every host get in through the engine.
-        late = [Visitor("late-%s" % c.name) for c in hosts]
+        late = [Visitor(name="late-%s" % c.name) for c in hosts]
         for v, c in zip(late, hosts):
-            self.assertTrue(v.wait_in_line("/sleep?ms=1&late=1", lambda: c, time.time() + 20),
+            self.assertTrue(wait_in_line(v, "/sleep?ms=1&late=1", lambda: c, time.time() + 20),
                             "%s does not admit after the engine came back" % c.name)
         self.assertLessEqual(self.origins.max, cap)
 
@@ -774,19 +677,19 @@ class ClusterTest(unittest.TestCase):
         def newcomers(round_):
             for host in hosts:
                 for k in range(3):
-                    v = Visitor("%s-json-%d-%d" % (host.name, round_, k))
-                    status, _, body = v.request(host, "/new?h=%s" % host.name)
+                    v = Visitor(name="%s-json-%d-%d" % (host.name, round_, k))
+                    status, _, body = v.get("/new?h=%s" % host.name, host=host)
                     self.assertEqual(status, 429, "%s: new JSON visitor got %d %r (engine away, closed)"
                                      % (host.name, status, body[:200]))
                     waiting.append((v, host))
-                v = Visitor("%s-html-%d" % (host.name, round_), accept=BROWSER)
-                status, hdrs, body = v.request(host, "/new?h=%s" % host.name)
+                v = Visitor(name="%s-html-%d" % (host.name, round_), accept=BROWSER)
+                status, hdrs, body = v.get("/new?h=%s" % host.name, host=host)
                 self.assertIn(status, (200, 429), "%s: new browser got %d" % (host.name, status))
                 self.assertIn(b"/queue/", body, "%s: not the waiting page: %r" % (host.name, body[:200]))
                 waiting.append((v, host))
                 # Polling its place is answered too.
                 if v.ticket:
-                    status, _, _ = v.request(host, "/queue/status")
+                    status, _, _ = v.get("/queue/status", host=host)
                     self.assertIn(status, (200, 429))
         newcomers(1)
         self.assertEqual(self.origins.hits("/new"), 0, "a new visitor was admitted with the engine away")
@@ -803,8 +706,8 @@ class ClusterTest(unittest.TestCase):
         ok = {}
 
         def go(k, v):
-            ok[v.name] = v.wait_in_line("/new?after=1", rotation(hosts, k), deadline)
-        workers = [background(go, k, v) for k, (v, _) in enumerate(waiting)]
+            ok[v.name] = wait_in_line(v, "/new?after=1", rotation(hosts, k), deadline)
+        workers = [in_thread(go, k, v) for k, (v, _) in enumerate(waiting)]
         for t in workers:
             t.join(max(1, deadline + 5 - time.time()))
         self.assertEqual(ok, {v.name: True for v, _ in waiting})
@@ -815,7 +718,7 @@ class ClusterTest(unittest.TestCase):
         cap = 10
         a, b, c = hosts = self.start_hosts(cap)
         holders = self.fill(cap, "hold")
-        line = [Visitor("V%d" % (k + 1)) for k in range(6)]
+        line = [Visitor(name="V%d" % (k + 1)) for k in range(6)]
         for k, v in enumerate(line):
             self.ticketed(v, hosts[k % 3])
         # The engine places tickets in the order it enrols them (each host's next round), so tickets
@@ -864,8 +767,8 @@ class ClusterTest(unittest.TestCase):
             ready = [n for n in names if answers.get(n) == "ready"]
             for n in ready:
                 v = by_name[n]
-                status, _, body = v.request(hosts[0], "/sleep?ms=10&v=%s" % n)
-                if is_ok(status, body):
+                status, _, body = v.get("/sleep?ms=10&v=%s" % n, host=hosts[0])
+                if is_admitted(status, body):
                     entered.append(n)
             gone = set(entered)
             rest = [n for n in names if n not in gone and answers.get(n) != "ready"]
@@ -892,29 +795,29 @@ class ClusterTest(unittest.TestCase):
         ok = {}
 
         def go(k, v):
-            ok[v.name] = v.name in entered or v.wait_in_line("/sleep?ms=100&v=%s" % v.name, rotation(hosts, k),
-                                                             deadline)
-        workers = [background(go, k, v) for k, v in enumerate(line)]
+            ok[v.name] = v.name in entered or wait_in_line(v, "/sleep?ms=100&v=%s" % v.name,
+                                                           rotation(hosts, k), deadline)
+        workers = [in_thread(go, k, v) for k, v in enumerate(line)]
         for t in workers:
             t.join(max(1, deadline + 5 - time.time()))
         self.assertEqual(ok, {v.name: True for v in line})
         self.assertLessEqual(self.origins.max, cap, "the origin saw more than cap over the engine restart")
         self.assert_no_5xx(line)
 
-    # -- §8.2
+    # -- reservations follow the demand
     def test_10_a_busy_host_gets_the_idle_reservations(self):
         """All the visitors reach one host (a sticky balancer): the others return the slots they do
         not need within a lease TTL, so that host alone fills the whole cap."""
         cap = 10
         a, b, c = self.start_hosts(cap)
         deadline = time.time() + 60
-        visitors = [Visitor("s%d" % k) for k in range(cap + 2)]
+        visitors = [Visitor(name="s%d" % k) for k in range(cap + 2)]
         ok = {}
 
         def go(k, v):
-            ok[v.name] = v.wait_in_line("/slow?gate=sticky&k=%d&timeout=60" % k, lambda: c, deadline,
-                                        page_timeout=70)
-        threads = [background(go, k, v) for k, v in enumerate(visitors)]
+            ok[v.name] = wait_in_line(v, "/slow?gate=sticky&k=%d&timeout=60" % k, lambda: c, deadline,
+                                      page_timeout=70)
+        threads = [in_thread(go, k, v) for k, v in enumerate(visitors)]
         full = wait_for(lambda: self.origins.now == cap, timeout=15, interval=0.1)
         view = cluster_view(self.hosts)
         in_flight = self.origins.now

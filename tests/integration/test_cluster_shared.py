@@ -1,5 +1,5 @@
-"""What the hosts of one room share besides the line and the cap (traffic.md §8.4), against the real
-binary and a real redis-server:
+"""What the hosts of one room share besides the line and the cap, against the real binary and a real
+redis-server:
 
   test_mode_and_cap_set_on_one_host_hold_on_all   POST /_room/mode and /_room/cap on A reach B and C
   test_a_session_ended_on_a_is_over_on_b          Concert-Session: end seen by A: B no longer treats the
@@ -24,7 +24,8 @@ import unittest
 
 from concert_harness import Concert, wait_for
 from redis_server import RedisServer, redis_available
-from test_cluster import JSON, NAMES, TaggedOrigins, Visitor, cluster_view, stats_or_empty
+from test_cluster import NAMES, TaggedOrigins, cluster_view, stats_or_empty
+from visitor import Visitor
 
 ADMIN_TOKEN = "cluster-admin-token-0123456789"
 AUTH = {"Authorization": "Bearer " + ADMIN_TOKEN}
@@ -66,8 +67,8 @@ class ClusterSharedTest(unittest.TestCase):
     def hold_the_room(self, v, host, gate):
         """`v` takes the room's only slot on `host` with a page the origin holds until release(gate)."""
         done = {}
-        t = threading.Thread(target=lambda: done.update(r=v.request(host, "/slow?gate=%s&timeout=60" % gate,
-                                                                   timeout=70)), daemon=True)
+        t = threading.Thread(target=lambda: done.update(r=v.get("/slow?gate=%s&timeout=60" % gate,
+                                                               timeout=70, host=host)), daemon=True)
         t.start()
         self.assertTrue(wait_for(lambda: self.origins.now >= 1, timeout=10), "the origin did not get the page")
         return t, done
@@ -80,7 +81,7 @@ class ClusterSharedTest(unittest.TestCase):
             self.assertTrue(wait_for(lambda: self.admin(h, "GET", "/_room/mode")[1].get("mode") == "pause",
                                      timeout=10, interval=0.1), "%s did not pause" % h.name)
         # Paused everywhere: a newcomer on C queues although slots are free.
-        status, _, _ = Visitor("n").request(c, "/page")
+        status, _, _ = Visitor(name="n").get("/page", host=c)
         self.assertEqual(status, 429)
         status, doc = self.admin(b, "POST", "/_room/mode", {"mode": "open"})
         self.assertEqual(status, 200, doc)
@@ -94,29 +95,29 @@ class ClusterSharedTest(unittest.TestCase):
 
     def test_a_session_ended_on_a_is_over_on_b(self):
         a, b, _ = self.start_hosts(1, "-queue-hold", "0")
-        v = Visitor("shopper")
-        status, _, body = v.request(a, "/checkout")
+        v = Visitor(name="shopper")
+        status, _, body = v.get("/checkout", host=a)
         self.assertEqual((status, body), (200, b"ok"))
         self.assertIn("concert_admit", v.jar)
         pass_cookie = v.jar["concert_admit"]
-        status, _, body = v.request(a, "/end-session")
+        status, _, body = v.get("/end-session", host=a)
         self.assertEqual((status, body), (200, b"session ended"))
         v.jar["concert_admit"] = pass_cookie  # a client that keeps the old pass anyway
-        holder = Visitor("holder")
+        holder = Visitor(name="holder")
         t, _ = self.hold_the_room(holder, a, "full")
         # A session would be held on B for a slot; an ended one queues like anyone (429 at once).
-        self.assertTrue(wait_for(lambda: v.request(b, "/next", timeout=20)[0] == 429, timeout=10, interval=0.3),
+        self.assertTrue(wait_for(lambda: v.get("/next", timeout=20, host=b)[0] == 429, timeout=10, interval=0.3),
                         "B still treats the ended session as one")
         self.origins.release("full")
         t.join(10)
 
     def test_a_ticket_promoted_on_a_collects_on_b(self):
         a, b, _ = self.start_hosts(1, "-queue-hold", "0")
-        holder = Visitor("holder")
+        holder = Visitor(name="holder")
         t, _ = self.hold_the_room(holder, a, "full")
-        first, second = Visitor("first"), Visitor("second")
+        first, second = Visitor(name="first"), Visitor(name="second")
         for v in (first, second):
-            self.assertEqual(v.request(a, "/page")[0], 429)
+            self.assertEqual(v.get("/page", host=a)[0], 429)
         # Both are placed (their first answers wait for it): A lists them, second behind first.
         status, line = self.admin(a, "GET", "/_room/queue")
         self.assertEqual(len(line), 2, line)
@@ -124,29 +125,27 @@ class ClusterSharedTest(unittest.TestCase):
         self.assertEqual(status, 200, doc)
         # The promoted visitor asks B: its room pass comes with the answer.
         def collected():
-            second.last_poll = 0
-            second.poll(b)
+            second.poll(b, wait=False)
             return "room_pass" in second.jar
         self.assertTrue(wait_for(collected, timeout=10, interval=0.2), second.jar)
         self.origins.release("full")
         t.join(10)
-        status, _, body = second.request(b, "/page", timeout=20)
+        status, _, body = second.get("/page", timeout=20, host=b)
         self.assertEqual((status, body), (200, b"ok"))
 
     def test_a_missed_turn_returns_on_another_host(self):
         a, b, c = self.start_hosts(1, "-queue-hold", "0", "-claim-window", "1s")
-        holder = Visitor("holder")
+        holder = Visitor(name="holder")
         t, _ = self.hold_the_room(holder, a, "full")
         # Both are placed before their first answers: the sleeper first.
-        sleeper, next_one = Visitor("sleeper"), Visitor("next")
-        self.assertEqual(sleeper.request(a, "/page")[0], 429)
-        self.assertEqual(next_one.request(b, "/page")[0], 429)
+        sleeper, next_one = Visitor(name="sleeper"), Visitor(name="next")
+        self.assertEqual(sleeper.get("/page", host=a)[0], 429)
+        self.assertEqual(next_one.get("/page", host=b)[0], 429)
         self.origins.release("full")
         t.join(10)
 
         def ready(v, host):
-            v.last_poll = 0
-            doc = v.poll(host)
+            doc = v.poll(host, wait=False)
             return bool(doc and doc.get("ready"))
 
         def head():
@@ -158,24 +157,23 @@ class ClusterSharedTest(unittest.TestCase):
                         "the missed turn still holds the line")
         self.assertGreaterEqual(sum(stats_or_empty(h).get("missed_turns_total", 0) for h in self.hosts), 1)
         # The next one takes its turn with a page the origin holds; a late visitor queues on C.
-        t2 = threading.Thread(target=lambda: next_one.request(b, "/slow?gate=again&timeout=60", timeout=70),
+        t2 = threading.Thread(target=lambda: next_one.get("/slow?gate=again&timeout=60", timeout=70, host=b),
                               daemon=True)
         t2.start()
         self.assertTrue(wait_for(lambda: self.origins.now >= 1, timeout=10))
-        late = Visitor("late")
-        self.assertEqual(late.request(c, "/page")[0], 429)
-        # The sleeper is seen again, on C: back at the head of the line, ahead of the late one.
-        sleeper.last_poll = 0
-        sleeper.poll(c)
+        late = Visitor(name="late")
+        self.assertEqual(late.get("/page", host=c)[0], 429)
+        # The sleeper comes back for the page, on C: back at the head of the line, ahead of the late
+        # one. (Polling alone would not have brought the turn back.)
+        self.assertEqual(sleeper.get("/page", host=c)[0], 429)
         self.assertTrue(wait_for(lambda: head().get("returned") is True, timeout=10, interval=0.2),
                         "the sleeper was not returned to the head: %s" % head())
         self.origins.release("again")
         t2.join(10)
         self.assertTrue(wait_for(lambda: ready(sleeper, c), timeout=10, interval=0.3))
-        late.last_poll = 0
-        doc = late.poll(a)
+        doc = late.poll(a, wait=False)
         self.assertFalse(doc and doc.get("ready"), "the late visitor's turn came with the sleeper's: %s" % doc)
-        status, _, body = sleeper.request(c, "/page", timeout=20)
+        status, _, body = sleeper.get("/page", timeout=20, host=c)
         self.assertEqual((status, body), (200, b"ok"))
 
     def test_a_reload_keeps_the_host_and_its_share(self):
@@ -187,7 +185,7 @@ class ClusterSharedTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: stats_or_empty(a).get("cluster_engine_up") == 1, timeout=10))
         self.assertEqual([stats_or_empty(h).get("cluster_hosts") for h in self.hosts], [3, 3, 3])
         self.assertEqual(len(self.redis.command("HKEYS", "concert:resv")), 3)
-        status, _, body = Visitor("after").request(a, "/page")
+        status, _, body = Visitor(name="after").get("/page", host=a)
         self.assertEqual((status, body), (200, b"ok"))
 
 

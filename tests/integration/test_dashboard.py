@@ -1,5 +1,5 @@
-"""The dashboard's routes against the real binary (traffic.md §7.2, §7.3):
-GET /_room/, /_room/chart.js, /_room/history and /_room/history/events.
+"""The dashboard's routes against the real binary: GET /_room/,
+/_room/chart.js, /_room/history and /_room/history/events.
 
 Checked here: all four are admin endpoints (404 while no token is set, 401
 without it or with a wrong one); the page's head (HTML, no-store, a CSP that

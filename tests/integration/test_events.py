@@ -1,5 +1,5 @@
-"""GET /queue/events against the real binary (traffic.md §1.4): the waiting page
-learns its turn by push.
+"""GET /queue/events against the real binary: the waiting page learns its
+turn by push.
 
 Checked here: the stream's head and framing (chunked for HTTP/1.1, delimited by
 the close for HTTP/1.0); a `position` event first, with /queue/status's body;
@@ -16,14 +16,15 @@ import os
 import selectors
 import signal
 import socket
-import threading
 import time
 import unittest
 
 from concert_harness import Concert, header, set_cookies as cookies, wait_for
 from fake_origin import FakeOrigin
+from room import fill
 
 KEEP_ALIVE = ("comment", "keep-alive")
+HOLDER = "/slow?gate=holder"  # holds the only page slot until origin.release("holder")
 
 
 class EventStream:
@@ -204,13 +205,6 @@ class EventsTest(unittest.TestCase):
     def concert(self, *args, workers=2, **kw):
         return Concert(["-upstream", self.origin.url] + list(args), workers=workers, **kw)
 
-    def hold_slot(self, c, gate="holder"):
-        """A request on the slow path holds the only page slot until origin.release(gate)."""
-        t = threading.Thread(target=lambda: c.get("/slow?gate=" + gate, timeout=60), daemon=True)
-        t.start()
-        self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=10), c.log())
-        return t
-
     def queue_visitor(self, c):
         """A cookie-less API request that has to queue: its room_ticket."""
         status, headers, _ = c.get("/")
@@ -238,7 +232,7 @@ class EventsTest(unittest.TestCase):
 
     def test_head_framing_and_first_event(self):
         with self.concert("-cap", "1") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, path=HOLDER)[0]
             self.queue_visitor(c)
             ticket = self.queue_visitor(c)
 
@@ -288,7 +282,7 @@ class EventsTest(unittest.TestCase):
 
     def test_ready_soon_after_the_slot_frees_then_the_connection_carries_on(self):
         with self.concert("-cap", "1") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, path=HOLDER)[0]
             ticket = self.queue_visitor(c)
             s = self.open(c, ticket)
             self.assertTrue(s.wait_for_item(lambda i: i[2] == "position", timeout=5))
@@ -318,7 +312,7 @@ class EventsTest(unittest.TestCase):
 
     def test_unchanged_position_gets_keep_alives_only(self):
         with self.concert("-cap", "1") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, path=HOLDER)[0]
             ticket = self.queue_visitor(c)
             s = self.open(c, ticket)
             s.pump(17)  # past one 15 s keep-alive period
@@ -335,7 +329,7 @@ class EventsTest(unittest.TestCase):
     def test_an_admission_writes_only_to_the_stream_that_became_ready(self):
         n = 200
         with self.concert("-cap", "1", "-max-queue", "1000") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, path=HOLDER)[0]
             tickets = [self.queue_visitor(c) for _ in range(n)]
             streams = []
             for t in tickets:
@@ -390,7 +384,7 @@ class EventsTest(unittest.TestCase):
 
     def test_the_stream_ends_for_a_cookie_refresh_and_reconnects(self):
         with self.concert("-cap", "1", "-token-ttl", "30s") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, path=HOLDER)[0]
             ticket = self.queue_visitor(c)
             s = self.open(c, ticket)
             s.pump(20)  # a third of the TTL: 10 s
@@ -409,7 +403,7 @@ class EventsTest(unittest.TestCase):
 
     def test_a_client_that_goes_away_is_cleaned_up_and_keeps_its_place(self):
         with self.concert("-cap", "1") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, path=HOLDER)[0]
             tickets = [self.queue_visitor(c) for _ in range(20)]
             baseline = self.worker_sockets(c)
             streams = [self.open(c, t) for t in tickets]
@@ -431,7 +425,7 @@ class EventsTest(unittest.TestCase):
 
     def test_sigterm_ends_every_stream_at_once(self):
         with self.concert("-cap", "1", "-shutdown-grace", "30s") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, path=HOLDER)[0]
             streams = [self.open(c, self.queue_visitor(c)) for _ in range(6)]
             pump_all(streams, 0.3)
             signalled = time.time()

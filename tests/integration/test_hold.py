@@ -11,6 +11,7 @@ import unittest
 
 from concert_harness import Concert, header, headers_all, wait_for
 from fake_origin import FakeOrigin
+from room import fill
 
 # Fewer than 20 admissions from the line before it is checked: no ETA yet.
 QUEUED_JSON = (b'{"eta_seconds":null,"hint":"keep the room_ticket cookie and retry to hold your position",'
@@ -77,15 +78,9 @@ class HoldTest(unittest.TestCase):
     def concert(self, *args, workers=2, **kw):
         return Concert(["-upstream", self.origin.url] + list(args), workers=workers, **kw)
 
-    def hold_slot(self, c):
-        """One request on the slow path holds the only page slot until origin.release()."""
-        holder = background(c, "/slow")
-        self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=10), c.log())
-        return holder
-
     def test_held_requests_are_proxied_in_fifo_order(self):
         with self.concert("-cap", "1", "-queue-hold", "30s", access_log=True) as c:
-            holder = self.hold_slot(c)
+            holder = fill(c)[0]
             held = []
             for i in range(6):
                 # Each one takes its ticket before the next is sent, so ticket
@@ -99,7 +94,7 @@ class HoldTest(unittest.TestCase):
             self.assertEqual(self.origin.recorder.hits("/sleep"), 0)
 
             self.origin.release()
-            finished(*holder)
+            finished(holder, holder.result)
             for thread, result in held:
                 status, headers, body = finished(thread, result)
                 self.assertEqual((status, body), (200, b"ok"))
@@ -118,7 +113,7 @@ class HoldTest(unittest.TestCase):
 
     def test_hold_runs_out_with_the_waiting_room_and_the_cookie_keeps_the_place(self):
         with self.concert("-cap", "1", "-queue-hold", "1s", access_log=True) as c:
-            holder = self.hold_slot(c)
+            holder = fill(c)[0]
             status, headers, body = c.get("/api", {"User-Agent": "hold-api"}, timeout=15)
             self.assertEqual(status, 429)
             self.assertEqual(body, QUEUED_JSON)
@@ -150,7 +145,7 @@ class HoldTest(unittest.TestCase):
             self.assertIn(b'aria-atomic="true">2</span>', body)
 
             self.origin.release()
-            finished(*holder)
+            finished(holder, holder.result)
             # The slot is free, but the first ticket is ahead: the second may
             # not jump it, so its hold runs out again. Its position counts the
             # live visitors ahead: the first is still in line until it comes.
@@ -179,7 +174,7 @@ class HoldTest(unittest.TestCase):
 
     def test_client_gone_while_held_frees_its_place(self):
         with self.concert("-cap", "1", "-queue-hold", "2s") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c)[0]
             s = socket.create_connection(("127.0.0.1", c.port), timeout=5)
             s.sendall(b"GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 1, timeout=10))
@@ -194,13 +189,13 @@ class HoldTest(unittest.TestCase):
             self.assertIn(b'aria-atomic="true">1</span>', body)
             self.assertEqual(self.origin.recorder.hits("/gone"), 0)
             self.origin.release()
-            finished(*holder)
+            finished(holder, holder.result)
             self.assertEqual(c.get("/_room/healthz")[0], 200)
 
     def test_a_draining_generation_answers_held_requests_at_once(self):
         with self.concert("-cap", "1", "-shutdown-grace", "60s",
                           config_text="queue-hold: 60s\n") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c)[0]
             held = background(c, "/held", timeout=30)
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 1, timeout=10))
             c.signal(signal.SIGHUP)
@@ -210,7 +205,7 @@ class HoldTest(unittest.TestCase):
             ticket = cookies(headers)["room_ticket"]
             self.assertTrue(wait_for(lambda: c.stats()["generation"] == 2, timeout=10), c.log())
             self.origin.release()
-            finished(*holder)
+            finished(holder, holder.result)
             status, _, body = c.get("/held", {"Cookie": "room_ticket=" + ticket}, timeout=15)
             self.assertEqual((status, body), (200, b"ok"))
 

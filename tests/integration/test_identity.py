@@ -1,17 +1,21 @@
-"""Client identity behind a proxy (traffic.md §4.1, §4.6) against the real
-binary and the fake origin's /headers: -trusted-proxies (the X-Forwarded-For
-walk, X-Forwarded-Proto kept, Secure cookies, the access log's client
-address) and -bypass-cidrs.
+"""Client identity behind a proxy against the real binary and the fake
+origin's /headers. Only a peer in -trusted-proxies speaks for the client:
+its X-Forwarded-For (or Forwarded) chain is walked from the right and the
+first address that is not a trusted proxy is the client; its
+X-Forwarded-Proto and X-Forwarded-Host are kept, and https makes the room's
+cookies Secure. From any other peer those headers are replaced: the peer is
+the client, on http. The access log names that client, and -bypass-cidrs
+lets that client skip a full room when its address is in a listed network.
 
 Every test client connects over loopback; a client "from" 127.0.0.2 or
 127.0.0.3 binds that source address (Linux routes all of 127/8 to lo)."""
 import http.client
 import json
-import threading
 import unittest
 
 from concert_harness import Concert, header, headers_all, wait_for
 from fake_origin import FakeOrigin
+from room import fill
 
 SPOOF = {"X-Forwarded-For": "6.6.6.6", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example",
          "Forwarded": "for=1.1.1.1;proto=https"}
@@ -58,13 +62,6 @@ class IdentityTest(unittest.TestCase):
 
     def concert(self, *args, **kw):
         return Concert(["-upstream", self.origin.url] + list(args), workers=2, **kw)
-
-    def hold_slot(self, concert, source="127.0.0.2"):
-        """Fill the single slot with a /slow request from `source`."""
-        t = threading.Thread(target=lambda: request_from(concert, source, "/slow", timeout=30), daemon=True)
-        t.start()
-        self.assertTrue(wait_for(lambda: concert.stats()["occupancy"] == 1, timeout=5), "slot did not fill")
-        return t
 
     # -- without -trusted-proxies
     def test_untrusted_peer_forwarding_headers_are_replaced(self):
@@ -122,7 +119,7 @@ class IdentityTest(unittest.TestCase):
 
     def test_room_cookies_secure_behind_trusted_https(self):
         with self.concert("-cap", "1", "-trusted-proxies", "127.0.0.1/32") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, source="127.0.0.2")[0]
             status, headers, _ = c.get("/page", {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https"})
             self.assertEqual(status, 429)
             cookies = set_cookie_lines(headers)
@@ -142,7 +139,7 @@ class IdentityTest(unittest.TestCase):
     # -- -bypass-cidrs
     def test_bypass_cidrs_skip_a_full_room(self):
         with self.concert("-cap", "1", "-bypass-cidrs", "127.0.0.1/32", access_log=True) as c:
-            holder = self.hold_slot(c, "127.0.0.2")
+            holder = fill(c, source="127.0.0.2")[0]
             status, _, body = c.get("/page", {"User-Agent": "id-bypass"})
             self.assertEqual((status, body), (200, b"ok"))
             self.assertEqual(self.origin.recorder.hits("/page"), 1)
@@ -163,7 +160,7 @@ class IdentityTest(unittest.TestCase):
 
     def test_bypass_cidrs_outside_the_list_queue(self):
         with self.concert("-cap", "1", "-bypass-cidrs", "10.0.0.0/8") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, source="127.0.0.2")[0]
             status, _, _ = c.get("/page")
             self.assertEqual(status, 429)
             self.assertEqual(self.origin.recorder.hits("/page"), 0)
@@ -172,7 +169,7 @@ class IdentityTest(unittest.TestCase):
 
     def test_bypass_cidrs_use_the_client_behind_a_trusted_proxy(self):
         with self.concert("-cap", "1", "-trusted-proxies", "127.0.0.1/32", "-bypass-cidrs", "192.0.2.0/24") as c:
-            holder = self.hold_slot(c)
+            holder = fill(c, source="127.0.0.2")[0]
             status, _, body = c.get("/monitor", {"X-Forwarded-For": "192.0.2.5"})
             self.assertEqual((status, body), (200, b"ok"))
             # A client cannot claim a bypass address through the proxy by

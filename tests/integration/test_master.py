@@ -18,8 +18,9 @@ import threading
 import time
 import unittest
 
-from concert_harness import BIN, ROOT, TEST_SECRET, Concert, header, headers_all, run_in_thread, wait_for
+from concert_harness import BIN, ROOT, TEST_SECRET, Concert, header, headers_all, wait_for
 from fake_origin import FakeOrigin
+from room import park_at_origin
 
 ADMIN = "master-test-admin-token"
 GEN_RE = re.compile(r"reload accepted: generation (\d+)")
@@ -117,14 +118,6 @@ class MasterTestCase(unittest.TestCase):
         self.started.append(c)
         return c.start()
 
-    def park(self, concert, path="/slow"):
-        """A page request that holds its slot until the origin is released."""
-        before = self.origin.recorder.hits(path)
-        thread, result = run_in_thread(concert.get, path, None, 30)
-        self.assertTrue(wait_for(lambda: self.origin.recorder.hits(path) > before, timeout=10),
-                        "parked request never reached the origin:\n" + concert.log())
-        return thread, result
-
 
 class TestWorkers(MasterTestCase):
     def test_exact_worker_count_and_startup_log(self):
@@ -142,7 +135,7 @@ class TestWorkers(MasterTestCase):
 
     def test_sigkilled_worker_is_reclaimed_and_replaced(self):
         c = self.concert(["-cap", "1"], workers=2)
-        thread, result = self.park(c)
+        thread = park_at_origin(c, self.origin)
         self.assertTrue(wait_for(lambda: stats_value(c, "occupancy") == 1))
         before = c.stats()
         old = c.worker_pids()
@@ -165,7 +158,7 @@ class TestWorkers(MasterTestCase):
         status, _, body = c.get("/hello")
         self.assertEqual((status, body), (200, b"ok"))
         thread.join(10)
-        self.assertIn("error", result)  # the parked client lost its connection with the worker
+        self.assertIn("error", thread.result)  # the parked client lost its connection with the worker
 
     def test_worker_dying_at_start_is_respawned_with_back_off(self):
         c = self.concert([], workers=1)
@@ -294,21 +287,21 @@ class TestReload(MasterTestCase):
 
     def test_successive_reloads_with_request_in_flight(self):
         c = self.concert(["-cap", "2"], workers=2)
-        thread, result = self.park(c)
+        thread = park_at_origin(c, self.origin)
         for generation in range(2, 6):
             reload_and_wait(c, generation)
             self.assertEqual(c.get("/hello")[:3:2], (200, b"ok"))
         self.assertTrue(wait_for(lambda: stats_value(c, "occupancy") == 1))
         self.origin.release()
         thread.join(15)
-        self.assertEqual(result.get("value", (None,))[0], 200, result)
+        self.assertEqual(thread.result.get("value", (None,))[0], 200, thread.result)
         self.assertTrue(wait_for(lambda: len(c.worker_pids()) == 2, timeout=15), c.log())
         self.assertTrue(wait_for(lambda: stats_value(c, "workers") == 2, timeout=5), c.log())
         self.assertEqual(c.stats()["occupancy"], 0)
 
     def test_queued_ticket_keeps_its_place_across_reload(self):
         c = self.concert(["-cap", "1"], workers=2)
-        self.park(c)
+        park_at_origin(c, self.origin)
         status, headers, body = c.get("/page", headers={"Accept": "application/json"})
         self.assertEqual(status, 429, body)
         ticket = None
@@ -365,12 +358,12 @@ class TestReload(MasterTestCase):
 class TestStop(MasterTestCase):
     def test_sigterm_lets_in_flight_request_finish(self):
         c = self.concert(["-cap", "2"], workers=2)
-        thread, result = self.park(c)
+        thread = park_at_origin(c, self.origin)
         c.signal(signal.SIGTERM)
         self.assertTrue(wait_log(c, r"draining\.\.\."), c.log())
         self.origin.release()
         thread.join(15)
-        self.assertEqual(result.get("value", (None,))[0], 200, result)
+        self.assertEqual(thread.result.get("value", (None,))[0], 200, thread.result)
         self.assertEqual(c.proc.wait(15), 0, c.log())
         self.assertIn("stopped", c.log())
 
@@ -381,7 +374,7 @@ class TestStop(MasterTestCase):
         for i in range(20):
             status, _, body = c.get("/bp-%d" % i)
             self.assertEqual(status, 200, body)
-        thread, result = self.park(c)
+        thread = park_at_origin(c, self.origin)
         reload_and_wait(c, 2)
         for i in range(5):
             self.assertEqual(c.get("/after-reload-%d" % i)[0], 200)
@@ -389,13 +382,13 @@ class TestStop(MasterTestCase):
         self.assertTrue(wait_log(c, r"draining\.\.\."), c.log())
         self.origin.release()
         thread.join(15)
-        self.assertEqual(result.get("value", (None,))[0], 200, result)
+        self.assertEqual(thread.result.get("value", (None,))[0], 200, thread.result)
         self.assertEqual(c.proc.wait(15), 0, c.log())
         self.assertIn("stopped", c.log())
 
     def test_grace_exceeded_exits_non_zero(self):
         c = self.concert(["-cap", "2", "-shutdown-grace", "1s"], workers=1)
-        self.park(c)
+        park_at_origin(c, self.origin)
         c.signal(signal.SIGTERM)
         rc = c.proc.wait(20)
         self.assertNotEqual(rc, 0, c.log())
@@ -403,7 +396,7 @@ class TestStop(MasterTestCase):
 
     def test_second_signal_stops_at_once(self):
         c = self.concert(["-cap", "2", "-shutdown-grace", "60s"], workers=2)
-        self.park(c)
+        park_at_origin(c, self.origin)
         c.signal(signal.SIGTERM)
         self.assertTrue(wait_log(c, r"draining\.\.\."), c.log())
         c.signal(signal.SIGINT)

@@ -5,11 +5,11 @@ report's gate, keys and types."""
 import json
 import shutil
 import subprocess
-import threading
 import unittest
 
 from concert_harness import BIN, Concert, header, set_cookies, wait_for
 from fake_origin import FakeOrigin, closed_port
+from room import park
 
 TOKEN = "metrics-test-token"
 CRAWLER = {"User-Agent": "Mozilla/5.0 (compatible; Googlebot/2.1)"}
@@ -41,12 +41,6 @@ GAUGES = {"occupancy": "concert_page_slots_in_use", "cap": "concert_page_slots_l
           "max_queue_depth": "concert_max_queue_depth", "workers": "concert_workers",
           "generation": "concert_generation", "asset_cap": "concert_asset_cap",
           "long_lived_cap": "concert_long_lived_cap", "banned_clients": "concert_banned_clients"}
-
-
-def park(concert, path="/slow"):
-    t = threading.Thread(target=lambda: concert.get(path, timeout=30), daemon=True)
-    t.start()
-    return t
 
 
 def series(samples, name, **labels):

@@ -1,4 +1,4 @@
-"""Room modes and the admission rate (traffic.md §7.5, §7.6), against the real binary and a fake origin.
+"""Room modes and the admission rate, against the real binary and a fake origin.
 
   * pause: nobody new is admitted, the waiting keep their places (positions, event stream) and miss no
     turn; back to open they are admitted in ticket order; sessions go on meanwhile;
@@ -22,44 +22,12 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, header, jar_update, wait_for
+from concert_harness import Concert, header, wait_for
 from fake_origin import FakeOrigin
+from visitor import BROWSER, JSON, Visitor
 
-JSON = {"Accept": "application/json"}
-BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 TOKEN = "mode-token"
 AUTH = {"Authorization": "Bearer " + TOKEN}
-
-
-class Visitor:
-    """A client with a cookie jar, like curl -c jar -b jar."""
-
-    def __init__(self, concert, accept=JSON):
-        self.c = concert
-        self.jar = {}
-        self.accept = accept
-
-    def request(self, method, path, extra=None, timeout=30):
-        headers = dict(self.accept)
-        if self.jar:
-            headers["Cookie"] = "; ".join("%s=%s" % kv for kv in self.jar.items())
-        if extra:
-            headers.update(extra)
-        status, hdrs, data = self.c.request(method, path, headers=headers, timeout=timeout)
-        jar_update(self.jar, hdrs)
-        return status, hdrs, data
-
-    def get(self, path, extra=None, timeout=30):
-        return self.request("GET", path, extra, timeout)
-
-    def status(self):
-        """/queue/status, waiting out its one-poll-a-second limit."""
-        for _ in range(5):
-            status, _, body = self.get("/queue/status")
-            if status != 429:
-                return json.loads(body)
-            time.sleep(1.05)
-        raise AssertionError("queue/status stayed rate limited")
 
 
 def set_mode(c, mode, auth=AUTH):
@@ -70,27 +38,6 @@ def current_mode(c):
     status, _, body = c.request("GET", "/_room/mode", dict(AUTH))
     assert status == 200, status
     return json.loads(body)["mode"]
-
-
-def first_event(c, jar, timeout=5):
-    """The first event of GET /queue/events for a cookie jar: (name, data)."""
-    conn = c.conn(timeout)
-    try:
-        conn.request("GET", "/queue/events", headers={
-            "Accept": "text/event-stream", "Cookie": "; ".join("%s=%s" % kv for kv in jar.items())})
-        r = conn.getresponse()
-        assert r.status == 200, r.status
-        assert r.getheader("Content-Type") == "text/event-stream"
-        name, data = None, None
-        while data is None:
-            line = r.fp.readline().decode().rstrip("\n")
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-        return name, data
-    finally:
-        conn.close()
 
 
 class ScriptedLoad:
@@ -154,7 +101,7 @@ class ModeTest(unittest.TestCase):
             for i, v in enumerate(line):
                 self.assertEqual(v.status().get("position"), i + 1)
             # The waiting page's event stream still tells the position.
-            name, data = first_event(c, line[2].jar)
+            name, data = line[2].first_event()
             self.assertEqual((name, data["ready"], data["position"]), ("position", False, 3))
             # Several claim windows later: nobody's turn came, so nobody missed it; places are kept.
             time.sleep(3.5)

@@ -1,11 +1,11 @@
 """Ops endpoints against the real binary: /_room/healthz, /_room/stats, POST /_room/cap."""
 import json
-import threading
 import time
 import unittest
 
 from concert_harness import Concert, header, wait_for
 from fake_origin import FakeOrigin
+from room import park
 
 ERA_A_KEYS = {
     "upstream", "cap", "occupancy", "queue_depth", "live_queue_depth", "max_queue_depth", "utilization",
@@ -14,13 +14,6 @@ ERA_A_KEYS = {
     "asset_denied_total", "asset_user_throttled_total", "asset_global_throttled_total",
 }
 CONTRACT_KEYS = {"workers", "generation", "reloads_total", "worker_restarts_total", "slots_reclaimed_total"}
-
-
-def park(concert, path="/slow"):
-    """Start a request that holds a page slot until the origin's gate opens."""
-    t = threading.Thread(target=lambda: concert.get(path, timeout=30), daemon=True)
-    t.start()
-    return t
 
 
 class OpsTest(unittest.TestCase):

@@ -5,48 +5,13 @@ takes the entry of the least recently used idle pass (pass_evicted_total);
 only when every pass in it has a request in flight is the answer 503
 (pass_table_full_total). An evicted pass comes back with a fresh entry.
 """
-import base64
-import hashlib
-import hmac
-import os
-import struct
-import threading
-import time
 import unittest
 
-from concert_harness import TEST_SECRET, Concert, header, headers_all, wait_for
+from concert_harness import Concert, header, headers_all, wait_for
 from fake_origin import FakeOrigin
+from room import mint_pass, park, with_pass
 
 TABLE = 4
-
-
-def mint_pass(pass_id):
-    raw = pass_id + struct.pack(">Q", int(time.time()) + 590)
-    mac = hmac.new(TEST_SECRET.encode(), raw, hashlib.sha256).digest()[:16]
-    return base64.urlsafe_b64encode(raw + mac).rstrip(b"=").decode()
-
-
-def with_pass(value):
-    return {"Cookie": "concert_admit=" + value}
-
-
-class Parked:
-    """A private asset request held at the origin (/assets/slow) until the gate opens."""
-
-    def __init__(self, concert, headers):
-        self.result = {}
-        self.thread = threading.Thread(target=self._run, args=(concert, headers), daemon=True)
-        self.thread.start()
-
-    def _run(self, concert, headers):
-        try:
-            self.result["status"] = concert.get("/assets/slow", headers, timeout=30)[0]
-        except OSError as e:
-            self.result["error"] = e
-
-    def join(self):
-        self.thread.join(15)
-        return self.result.get("status")
 
 
 class PassTableTest(unittest.TestCase):
@@ -93,12 +58,12 @@ class PassTableTest(unittest.TestCase):
     def test_busy_passes_keep_their_entries_and_503_only_when_all_are_busy(self):
         with self.concert("-asset-user-cap-h1", "1", "-asset-user-wait", "50ms") as c:
             # Three visitors each hold a request at the origin: their entries are busy.
-            busy = [mint_pass(os.urandom(16)) for _ in range(TABLE - 1)]
-            parked = [Parked(c, with_pass(p)) for p in busy]
+            busy = [mint_pass() for _ in range(TABLE - 1)]
+            parked = [park(c, "/assets/slow", with_pass(p)) for p in busy]
             self.assertTrue(wait_for(lambda: self.origin.recorder.hits("/assets/slow") == TABLE - 1, timeout=5))
             # New visitors one after another share the one entry left.
             for _ in range(5):
-                status, _, _ = c.get("/assets/app.js", with_pass(mint_pass(os.urandom(16))))
+                status, _, _ = c.get("/assets/app.js", with_pass(mint_pass()))
                 self.assertEqual(status, 200)
             stats = c.stats()
             self.assertEqual(stats["pass_evicted_total"], 4)
@@ -109,10 +74,10 @@ class PassTableTest(unittest.TestCase):
                 self.assertEqual(status, 429)
                 self.assertEqual(header(headers, "Retry-After"), "1")
             # A fourth held request makes every entry busy: the next new pass gets 503.
-            last = mint_pass(os.urandom(16))
-            parked.append(Parked(c, with_pass(last)))
+            last = mint_pass()
+            parked.append(park(c, "/assets/slow", with_pass(last)))
             self.assertTrue(wait_for(lambda: self.origin.recorder.hits("/assets/slow") == TABLE, timeout=5))
-            status, headers, body = c.get("/assets/app.js", with_pass(mint_pass(os.urandom(16))))
+            status, headers, body = c.get("/assets/app.js", with_pass(mint_pass()))
             self.assertEqual((status, body), (503, b""))
             self.assertEqual(header(headers, "Retry-After"), "1")
             stats = c.stats()
@@ -120,9 +85,9 @@ class PassTableTest(unittest.TestCase):
             self.assertEqual(stats["pass_evicted_total"], 5)
             # The held requests end: entries are idle again, and a new pass gets one.
             self.origin.release()
-            self.assertEqual([p.join() for p in parked], [200] * TABLE)
+            self.assertEqual([p.status() for p in parked], [200] * TABLE)
             self.assertTrue(wait_for(lambda: c.stats()["asset_in_flight"] == 0, timeout=5))
-            status, _, _ = c.get("/assets/app.js", with_pass(mint_pass(os.urandom(16))))
+            status, _, _ = c.get("/assets/app.js", with_pass(mint_pass()))
             self.assertEqual(status, 200)
             stats = c.stats()
             self.assertEqual(stats["pass_evicted_total"], 6)

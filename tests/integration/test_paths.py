@@ -2,11 +2,11 @@
 literal or percent-encoded, are removed before routing, the origin is sent the
 path Concert routed, and a path that climbs above "/" is refused with 400."""
 import json
-import threading
 import unittest
 
 from concert_harness import Concert, header, headers_all, raw_exchange, wait_for
 from fake_origin import FakeOrigin
+from room import fill
 
 BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 
@@ -60,17 +60,9 @@ class PathsTest(unittest.TestCase):
         with self.origin.recorder.lock:
             return [r["target"] for r in self.origin.recorder.requests]
 
-    def hold_the_slot(self, c):
-        """A slow page holds the only slot until the origin's gate opens."""
-        t = threading.Thread(target=lambda: c.get("/slow", timeout=30), daemon=True)
-        t.start()
-        self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5), "the slot did not fill")
-        self.assertTrue(wait_for(lambda: self.origin.recorder.hits("/slow") == 1, timeout=5))
-        return t
-
     def test_climbing_out_of_a_public_prefix_is_a_page_and_waits(self):
         with self.concert() as c:
-            parked = self.hold_the_slot(c)
+            parked = fill(c, origin=self.origin)[0]
             for path in CLIMBS_OUT_OF_STATIC:
                 status, headers, body = c.get(path)
                 self.assertEqual(status, 429, path)
@@ -86,7 +78,7 @@ class PathsTest(unittest.TestCase):
 
     def test_climbing_out_of_a_bypass_prefix_is_a_page_and_waits(self):
         with self.concert() as c:
-            parked = self.hold_the_slot(c)
+            parked = fill(c, origin=self.origin)[0]
             for path in ("/hooks/../checkout", "/hooks/%2E%2e/checkout"):
                 self.assertEqual(c.get(path)[0], 429, path)
             # ... and a path that climbs into the bypass prefix is a bypass.
@@ -108,7 +100,7 @@ class PathsTest(unittest.TestCase):
 
     def test_dot_inside_a_public_prefix_is_a_public_asset(self):
         with self.concert() as c:
-            parked = self.hold_the_slot(c)
+            parked = fill(c, origin=self.origin)[0]
             for path in ("/static/./x.css", "/static/%2e/x.css", "/static/%2E/x.css", "/static/a/../x.css",
                          "/checkout/../static/x.css"):
                 status, headers, body = c.get(path)
@@ -163,7 +155,7 @@ class PathsTest(unittest.TestCase):
 
     def test_encoded_slash_and_nul_are_forwarded_as_sent(self):
         with self.concert() as c:
-            parked = self.hold_the_slot(c)
+            parked = fill(c, origin=self.origin)[0]
             # %2F is a '/' for routing, as before: a public asset even while the room is full ...
             status, _, body = c.get("/static%2Fx.css")
             self.assertEqual((status, body), (200, b"ok"))

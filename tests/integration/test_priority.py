@@ -1,4 +1,4 @@
-"""Priority classes from the origin (traffic.md §6.6) against the real binary.
+"""Priority classes from the origin against the real binary.
 
 The fake origin's /priority answers with `Concert-Priority: staff; ttl=3600` (or ?value=V). The client never sees
 that header; when the class is one of -priority-classes the response sets a concert_priority cookie, checked here
@@ -18,6 +18,7 @@ import urllib.parse
 
 from concert_harness import TEST_SECRET, Concert, header, headers_all, set_cookies, wait_for
 from fake_origin import FakeOrigin
+from room import pass_id
 
 LABEL = b"concert_priority/v1\x00"
 
@@ -41,10 +42,6 @@ def check_priority(value):
     payload, mac = raw[:-16], raw[-16:]
     assert hmac.compare_digest(mac, hmac.new(TEST_SECRET.encode(), LABEL + payload, hashlib.sha256).digest()[:16])
     return payload[:16], struct.unpack(">Q", payload[16:24])[0], payload[24:].decode()
-
-
-def pass_id(admit):
-    return b64decode(admit)[:16]
 
 
 def priority_lines(headers):

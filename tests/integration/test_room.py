@@ -1,34 +1,20 @@
 """The waiting room against the real binary with two workers: the queue,
 the gate, the breaker."""
-import base64
-import hashlib
-import hmac
 import json
 import os
-import struct
 import tempfile
 import threading
 import time
 import unittest
 
-from concert_harness import TEST_SECRET, Concert, header, headers_all, wait_for
+from concert_harness import Concert, header, headers_all, wait_for
 from fake_origin import FakeOrigin
+from room import decode_pass, fill, mint_pass, park
 
 # Fewer than 20 admissions from the line before it is checked: no ETA yet.
 QUEUED_JSON = (b'{"eta_seconds":null,"hint":"keep the room_ticket cookie and retry to hold your position",'
                b'"queued":true,"retry_after_seconds":5,"status_url":"/queue/status"}')
 BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
-
-
-def mint_pass(pass_id, expiry, secret=TEST_SECRET):
-    raw = pass_id + struct.pack(">Q", expiry)
-    mac = hmac.new(secret.encode(), raw, hashlib.sha256).digest()[:16]
-    return base64.urlsafe_b64encode(raw + mac).rstrip(b"=").decode()
-
-
-def decode_pass(value):
-    raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-    return raw[:16], struct.unpack(">Q", raw[16:24])[0]
 
 
 def cookie_values(headers):
@@ -55,18 +41,6 @@ class Jar:
         for name, (value, _) in cookie_values(resp_headers).items():
             self.cookies[name] = value
         return status, resp_headers, body
-
-
-def park(concert, path="/slow", headers=None):
-    t = threading.Thread(target=lambda: concert.get(path, headers, timeout=30), daemon=True)
-    t.start()
-    return t
-
-
-def fill(concert, n=1):
-    threads = [park(concert) for _ in range(n)]
-    assert wait_for(lambda: concert.stats()["occupancy"] == n, timeout=5), "slots did not fill"
-    return threads
 
 
 class RoomTest(unittest.TestCase):
@@ -348,8 +322,7 @@ class ReaperTest(unittest.TestCase):
             # the parked request must outlive the TTL: raise the origin header timeout past it
             with Concert(["-upstream", origin.url, "-cap", "1", "-token-ttl", "30s", "-reaper", "5s",
                           "-upstream-timeout", "2m"], workers=2) as c:
-                holder = threading.Thread(target=lambda: c.get("/slow?timeout=60", timeout=70), daemon=True)
-                holder.start()
+                holder = park(c, "/slow?timeout=60", timeout=70)
                 self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
                 abandoned, live = Jar(c), Jar(c)
                 self.assertEqual(abandoned.request("/x")[0], 429)

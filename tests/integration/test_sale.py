@@ -1,4 +1,4 @@
-"""Scheduled sales (traffic.md §6.7), against the real binary and a fake origin.
+"""Scheduled sales, against the real binary and a fake origin.
 
   * with -event-start a few seconds ahead and -prequeue covering now, 100 visitors (each its own cookie
     jar) arrive during the pre-queue: none reaches the origin before the start; from the start, with a
@@ -21,11 +21,10 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, headers_all, wait_for
+from concert_harness import Concert, wait_for
 from fake_origin import FakeOrigin
+from visitor import BROWSER, Visitor
 
-JSON = {"Accept": "application/json"}
-BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 TOKEN = "sale-token"
 AUTH = {"Authorization": "Bearer " + TOKEN}
 CAP = 3
@@ -35,32 +34,9 @@ def rfc3339(ts):
     return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Visitor:
-    """A client with its own cookie jar, like curl -c jar -b jar."""
-
-    def __init__(self, concert, name, accept=JSON):
-        self.c = concert
-        self.name = name
-        self.jar = {}
-        self.accept = accept
-
-    def get(self, path, timeout=30):
-        headers = dict(self.accept)
-        if self.jar:
-            headers["Cookie"] = "; ".join("%s=%s" % kv for kv in self.jar.items())
-        status, hdrs, data = self.c.request("GET", path, headers=headers, timeout=timeout)
-        for line in headers_all(hdrs, "Set-Cookie"):
-            name, _, rest = line.partition("=")
-            value = rest.split(";")[0]
-            if "Max-Age=0" in line or value == "":
-                self.jar.pop(name, None)
-            else:
-                self.jar[name] = value
-        return status, hdrs, data
-
-    def page(self):
-        """The page this visitor asks for: the origin holds it a little, so admissions overlap."""
-        return self.get("/sleep?ms=30&who=%s" % self.name)
+def load_page(v):
+    """The page a visitor asks for, naming it: the origin holds it a little, so admissions overlap."""
+    return v.get("/sleep?ms=30&who=%s" % v.name)
 
 
 class SaleTest(unittest.TestCase):
@@ -88,7 +64,7 @@ class SaleTest(unittest.TestCase):
         visitors = []
         for name in names:
             v = Visitor(c, name)
-            status, _, body = v.page()
+            status, _, body = load_page(v)
             self.assertEqual(status, 429, body)
             self.assertLess(time.time(), start, "the machine was too slow to arrive before the start")
             data = json.loads(body)
@@ -109,7 +85,7 @@ class SaleTest(unittest.TestCase):
             pending = list(mine)
             while pending and time.time() < deadline:
                 for v in list(pending):
-                    status, _, body = v.page()
+                    status, _, body = load_page(v)
                     if status == 200:
                         with lock:
                             admitted.append(v.name)
@@ -148,7 +124,7 @@ class SaleTest(unittest.TestCase):
             late = []
             for i in range(5):
                 v = Visitor(c, "late%d" % i)
-                status, _, _ = v.page()
+                status, _, _ = load_page(v)
                 self.assertEqual(status, 429)  # the pre-queue waits ahead
                 late.append(v)
             self.drive(visitors + late, threads=8)
@@ -198,7 +174,7 @@ class SaleTest(unittest.TestCase):
             self.assertEqual(self.queue_listing(c), before)
             # Each visitor still holds its place: it comes back and is told to wait, with the same ticket.
             for v in visitors:
-                status, _, body = v.page()
+                status, _, body = load_page(v)
                 self.assertEqual(status, 429, body)
                 self.assertGreater(json.loads(body)["starts_in"], 0)
                 self.assertEqual(v.jar["room_ticket"], cookies[v.name])
@@ -213,7 +189,7 @@ class SaleTest(unittest.TestCase):
         start = time.time() + 30
         with self.concert(start) as c:
             v = Visitor(c, "browser", accept=BROWSER)
-            status, hdrs, body = v.page()
+            status, hdrs, body = load_page(v)
             self.assertEqual(status, 200)
             page = body.decode()
             m = re.search(r'data-starts-in="(\d+)"', page)
@@ -232,7 +208,7 @@ class SaleTest(unittest.TestCase):
             self.assertNotIn("position", data)
             # Before the pre-queue, and without a sale, the page has no countdown.
         with self.concert(time.time() + 7200 + 60) as c:
-            status, _, body = Visitor(c, "early", accept=BROWSER).page()
+            status, _, body = load_page(Visitor(c, "early", accept=BROWSER))
             self.assertEqual(status, 200)  # straight in: the room works as usual before the pre-queue
             self.assertEqual(self.origin.recorder.hits("/sleep"), 1)
 

@@ -1,4 +1,4 @@
-"""Visitor sessions (traffic.md §3), against the real binary and a fake origin.
+"""Visitor sessions, against the real binary and a fake origin.
 
   * an admitted visitor (valid concert_admit pass) keeps going: its next page requests are proxied,
     never answered with the waiting page, while 20 visitors wait in line;
@@ -18,71 +18,17 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, header, headers_all, jar_update, wait_for
+from concert_harness import Concert, header, headers_all, wait_for
 from fake_origin import FakeOrigin
-
-JSON = {"Accept": "application/json"}
-BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+from visitor import BROWSER, JSON, POLL_EVERY, Visitor
 
 
-def cookie_header(jar):
-    return "; ".join("%s=%s" % kv for kv in jar.items())
-
-
-class Visitor:
-    """A client with a cookie jar, like curl -c jar -b jar."""
-
-    def __init__(self, concert, accept=JSON, agent=None):
-        self.c = concert
-        self.jar = {}
-        self.accept = accept
-        self.agent = agent
-
-    def request(self, method, path, body=None, extra=None, timeout=30):
-        headers = dict(self.accept)
-        if self.jar:
-            headers["Cookie"] = cookie_header(self.jar)
-        if self.agent:
-            headers["User-Agent"] = self.agent
-        if extra:
-            headers.update(extra)
-        status, hdrs, data = self.c.request(method, path, headers=headers, body=body, timeout=timeout)
-        jar_update(self.jar, hdrs)
-        return status, hdrs, data
-
-    def get(self, path, timeout=30):
-        return self.request("GET", path, timeout=timeout)
-
-
-class LineVisitor(threading.Thread):
-    """Waits in line like the waiting page does: a ticket, /queue/status every 1.05 s, then the page."""
-
-    def __init__(self, concert, path, deadline):
-        super().__init__(daemon=True)
-        self.v = Visitor(concert)
-        self.path = path
-        self.deadline = deadline
-        self.admitted_at = None
-        self.started = None
-        self.error = None
-
-    def run(self):
-        try:
-            self.started = time.time()
-            status, _, _ = self.v.get(self.path)
-            if status == 200:
-                self.admitted_at = time.time()
-                return
-            while time.time() < self.deadline:
-                time.sleep(1.05)
-                status, _, body = self.v.get("/queue/status")
-                if status == 200 and json.loads(body).get("ready"):
-                    status, _, _ = self.v.get(self.path)
-                    if status == 200:
-                        self.admitted_at = time.time()
-                        return
-        except Exception as e:  # reported by the test
-            self.error = e
+def line_visitor(concert, path, deadline):
+    """A visitor who waits in line like the waiting page without its event stream: a ticket, then
+    /queue/status at the page's pace (the first poll one interval after the page), then the page.
+    Started on its own thread: (visitor, Background)."""
+    v = Visitor(concert)
+    return v, v.admit_in_thread(path, deadline, use_events=False, page_timeout=30, first_poll_after=POLL_EVERY)
 
 
 class SessionTest(unittest.TestCase):
@@ -102,9 +48,7 @@ class SessionTest(unittest.TestCase):
             holder.start()
             self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
             deadline = time.time() + 60
-            line = [LineVisitor(c, "/line", deadline) for _ in range(20)]
-            for v in line:
-                v.start()
+            line = [line_visitor(c, "/line", deadline) for _ in range(20)]
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 20, timeout=10))
             # The shopper's next page is held (not the waiting page) until the slot frees, and goes first.
             result = {}
@@ -121,9 +65,9 @@ class SessionTest(unittest.TestCase):
                 status, headers, body = shopper.get("/step%d" % i)
                 self.assertEqual((status, body), (200, b"ok"))
                 self.assertIsNone(header(headers, "Retry-After"))
-            for v in line:
-                v.join(max(1, deadline - time.time()))
-            self.assertTrue(all(v.admitted_at for v in line), [v.error for v in line])
+            for _, run in line:
+                run.join(max(1, deadline - time.time()))
+            self.assertTrue(all(v.admitted_at for v, _ in line), [run.error for _, run in line])
             holder.join(10)
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
             self.assertEqual(c.stats()["occupancy"], 0)
@@ -170,15 +114,14 @@ class SessionTest(unittest.TestCase):
                 t.start()
             self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
             time.sleep(0.5)
-            newcomer = LineVisitor(c, "/line", time.time() + 20)
-            newcomer.start()
-            newcomer.join(25)
+            newcomer, run = line_visitor(c, "/line", time.time() + 20)
+            run.join(25)
             stop.set()
             for t in loops:
                 t.join(35)
             self.assertTrue(statuses and all(s == 200 for s in statuses), set(statuses))
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
-            return None if newcomer.admitted_at is None else newcomer.admitted_at - newcomer.started
+            return None if newcomer.admitted_at is None else newcomer.admitted_at - newcomer.arrived_at
 
     def test_newcomer_share_lets_the_line_in(self):
         waited = self.line_wait_with_looping_sessions("0.2")

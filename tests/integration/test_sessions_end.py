@@ -1,31 +1,20 @@
-"""The origin ends a session (traffic.md §3.4) against the real binary with two workers.
+"""The origin ends a session against the real binary with two workers: a response carrying
+`Concert-Session: end` (in any case) revokes the visitor's concert_admit pass on every worker and
+neither slides that pass nor issues a new one; any other value of the header ends nothing.
 
 The fake origin's /end-session answers with `Concert-Session: end`. The response reaching the client has no
 Concert-Session header and expires concert_admit; the old pass is then refused on a private asset path by
 every worker (each request below is sent on a fresh connection whose accepting worker is found in /proc),
 while another visitor's pass still works.
 """
-import base64
-import hashlib
-import hmac
 import os
 import socket
-import struct
 import time
 import unittest
 
-from concert_harness import TEST_SECRET, Concert, header, headers_all, set_cookies, wait_for
+from concert_harness import Concert, header, headers_all, set_cookies, wait_for
 from fake_origin import FakeOrigin
-
-
-def mint_pass(pass_id, expiry):
-    raw = pass_id + struct.pack(">Q", expiry)
-    mac = hmac.new(TEST_SECRET.encode(), raw, hashlib.sha256).digest()[:16]
-    return base64.urlsafe_b64encode(raw + mac).rstrip(b"=").decode()
-
-
-def pass_id(value):
-    return base64.urlsafe_b64decode(value + "==")[:16]
+from room import mint_pass, pass_id, with_pass
 
 
 def server_socket_inode(concert_port, client_port):
@@ -125,10 +114,10 @@ class SessionsEndTest(unittest.TestCase):
             mine, theirs = self.admitted(c), self.admitted(c)
             self.assertNotEqual(pass_id(mine), pass_id(theirs))
             for value in (mine, theirs):
-                status, _, _ = c.get("/assets/app.js", {"Cookie": "concert_admit=" + value})
+                status, _, _ = c.get("/assets/app.js", with_pass(value))
                 self.assertEqual(status, 200)
 
-            status, headers, body = c.get("/end-session", {"Cookie": "theme=dark; concert_admit=" + mine})
+            status, headers, body = c.get("/end-session", with_pass(mine, cookies="theme=dark"))
             self.assertEqual((status, body), (200, b"session ended"))
             self.assert_ends_session(headers)
             # The origin got the request as usual (Concert's cookies stripped).
@@ -163,14 +152,14 @@ class SessionsEndTest(unittest.TestCase):
         with self.concert() as c:
             # A pass past half its life would be slid (same id, later expiry) on this response ...
             old = mint_pass(os.urandom(16), int(time.time()) + 100)
-            status, headers, _ = c.get("/", {"Cookie": "concert_admit=" + old})
+            status, headers, _ = c.get("/", with_pass(old))
             self.assertEqual(status, 200)
             self.assertIn("concert_admit", set_cookies(headers))  # the guard slides it here
-            status, headers, _ = c.get("/end-session", {"Cookie": "concert_admit=" + old})
+            status, headers, _ = c.get("/end-session", with_pass(old))
             self.assertEqual(status, 200)
             self.assert_ends_session(headers)
             for _ in range(4):
-                status, _, _ = c.get("/assets/app.js", {"Cookie": "concert_admit=" + old})
+                status, _, _ = c.get("/assets/app.js", with_pass(old))
                 self.assertEqual(status, 403)
             # ... and a visitor without one would be given a new one: neither is sent. Any case.
             status, headers, _ = c.get("/end-session?value=END")
@@ -180,12 +169,12 @@ class SessionsEndTest(unittest.TestCase):
     def test_other_values_pass_nothing_and_end_nothing(self):
         with self.concert() as c:
             mine = self.admitted(c)
-            status, headers, _ = c.get("/end-session?value=keep", {"Cookie": "concert_admit=" + mine})
+            status, headers, _ = c.get("/end-session?value=keep", with_pass(mine))
             self.assertEqual(status, 200)
             self.assertIsNone(header(headers, "Concert-Session"))
             self.assertNotIn("concert_admit", set_cookies(headers))
             for _ in range(4):
-                status, _, _ = c.get("/assets/app.js", {"Cookie": "concert_admit=" + mine})
+                status, _, _ = c.get("/assets/app.js", with_pass(mine))
                 self.assertEqual(status, 200)
 
 

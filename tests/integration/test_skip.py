@@ -1,4 +1,4 @@
-"""Who goes first (traffic.md §6), against the real binary and a fake origin.
+"""Who goes first, against the real binary and a fake origin.
 
   * skip the line end to end: the 40th visitor in line pays on a fake payment page that redirects to
     the signed /queue/promote link; it is admitted next, ahead of the 39, and nobody's place grows;
@@ -24,37 +24,12 @@ import threading
 import time
 import unittest
 
-from concert_harness import BIN, TEST_SECRET, Concert, header, jar_update, wait_for
+from concert_harness import BIN, TEST_SECRET, Concert, header, wait_for
 from fake_origin import FakeOrigin
+from visitor import BROWSER, JSON, Background, Visitor
 
-JSON = {"Accept": "application/json"}
-BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 PROMOTE_SECRET = "promote-secret-for-tests-0123456789abcdef"
 TOKEN = "admin-token-for-skip-tests"
-
-
-class Visitor:
-    def __init__(self, concert, accept=JSON):
-        self.c = concert
-        self.jar = {}
-        self.accept = accept
-
-    def get(self, path, timeout=30, accept=None):
-        headers = dict(accept or self.accept)
-        if self.jar:
-            headers["Cookie"] = "; ".join("%s=%s" % kv for kv in self.jar.items())
-        status, hdrs, data = self.c.request("GET", path, headers=headers, timeout=timeout)
-        jar_update(self.jar, hdrs)
-        return status, hdrs, data
-
-    def position(self):
-        """Its place in line, None once its turn has come (polls are limited to one a second)."""
-        status, _, body = self.get("/queue/status")
-        if status == 429:
-            time.sleep(1.05)
-            status, _, body = self.get("/queue/status")
-        doc = json.loads(body)
-        return doc.get("position") if status == 200 and not doc.get("ready") else None
 
 
 def sign(ref, exp, secret=PROMOTE_SECRET):
@@ -65,21 +40,6 @@ def skip_ref(body):
     """The {{.Ticket}} reference in the waiting page's skip link (-skip-url /pay?t={{.Ticket}})."""
     m = re.search(rb'SKIP_URL = "/pay\?t=([A-Za-z0-9_-]+)"', body)
     return m.group(1).decode() if m else None
-
-
-class Background(threading.Thread):
-    def __init__(self, fn):
-        super().__init__(daemon=True)
-        self.fn = fn
-        self.result = None
-        self.done_at = None
-
-    def run(self):
-        try:
-            self.result = self.fn()
-        except Exception as e:  # reported by the test
-            self.result = e
-        self.done_at = time.monotonic()
 
 
 class SkipTheLineTest(unittest.TestCase):
@@ -105,7 +65,7 @@ class SkipTheLineTest(unittest.TestCase):
             status, _, body = v.get("/shop")
             self.assertEqual(status, 200)
             self.assertIn(b'id="position"', body)
-            v.page = body
+            v.waiting_page = body
             line.append(v)
         self.assertEqual(c.stats()["live_queue_depth"], n)
         return holder, line
@@ -115,7 +75,7 @@ class SkipTheLineTest(unittest.TestCase):
             holder, line = self.fill(c, 41)
             payer = line[39]
             self.assertEqual(payer.position(), 40)
-            ref = skip_ref(payer.page)
+            ref = skip_ref(payer.waiting_page)
             self.assertIsNotNone(ref, "no {{.Ticket}} reference in the skip link")
             self.assertNotIn(payer.jar["room_ticket"], ref)  # a reference, not the cookie
             # The fake payment page: paid, it redirects the visitor to the signed link.
@@ -164,7 +124,7 @@ class SkipTheLineTest(unittest.TestCase):
         with self.room(["-pass", "0"]) as c:
             holder, line = self.fill(c, 3)
             auth = {"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"}
-            ref = skip_ref(line[2].page)
+            ref = skip_ref(line[2].waiting_page)
             body = json.dumps({"ticket": ref}).encode()
             wrong = dict(auth, Authorization="Bearer nope")
             self.assertEqual(c.request("POST", "/_room/promote", headers=wrong, body=body)[0], 401)
@@ -214,7 +174,7 @@ class SkipTheLineTest(unittest.TestCase):
             auth = {"Authorization": "Bearer " + TOKEN}
             vip = line[1]
             self.assertEqual(c.request("POST", "/_room/promote", headers=auth,
-                                       body=json.dumps({"ticket": skip_ref(vip.page)}).encode())[0], 200)
+                                       body=json.dumps({"ticket": skip_ref(vip.waiting_page)}).encode())[0], 200)
             vip.get("/queue/status")
             self.assertIn("room_pass", vip.jar)
             # Each admitted request takes 300 ms at the origin, one at a time (cap 1): completion order is
@@ -229,12 +189,8 @@ class SkipTheLineTest(unittest.TestCase):
                     order.append((name, status))
 
             def wait_in_line(visitor):
-                deadline = time.time() + 60
-                while time.time() < deadline:
-                    status, _, body = visitor.get("/queue/status")
-                    if status == 200 and json.loads(body).get("ready"):
-                        return go("line", visitor)
-                    time.sleep(1.05)
+                if visitor.wait_turn(time.time() + 60, use_events=False):
+                    return go("line", visitor)
 
             threads = [Background(lambda: wait_in_line(line[0]))]
             threads[0].start()

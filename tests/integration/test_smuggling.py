@@ -351,8 +351,8 @@ class SmugglingTest(unittest.TestCase):
     def test_te_on_http10(self):
         self.assertRejected(b"POST / HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400)
 
-    # Optional whitespace around a field value and the coding's case are
-    # legitimate (RFC 9112 §5, §7): these are one well-framed chunked request.
+    # Optional whitespace around a field value is allowed and a transfer
+    # coding's name is case-insensitive: these are one well-framed chunked request.
     def test_te_trailing_space_is_chunked(self):
         self.assertAccepted(b"POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked \r\n\r\n3\r\nabc\r\n0\r\n\r\n",
                             "POST /t HTTP/1.1", b"abc")

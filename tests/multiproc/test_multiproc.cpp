@@ -67,6 +67,7 @@ enum : uint8_t {
   kWaiting = 1,    // issue() returned; no claim being tried: it is Waiting (or Missed/Returned)
   kClaiming = 2,   // a claim is being tried
   kClaimed = 3,    // claimed: left the line with a page slot
+  kGone = 4,       // left the line unclaimed: it missed its turn, had it back, and missed it again
 };
 
 // Test bookkeeping shared by the parent and its children.
@@ -206,6 +207,11 @@ bool visit(Segment& seg, Board& board, WorkerSlot slot, std::mt19937& rng, const
         board.dawdles.fetch_add(1);
         sleepMs(6);  // longer than the claim window: the janitor may take the turn away
       }
+      if (ready) {
+        // The page request: it brings a missed turn back (once).
+        const TicketView page = seg.tickets().render(issued.cookie, monotonicMs(), kLongTtl, Contact::Page);
+        ready = page.state == TicketState::Ready;
+      }
       if (ready && seg.pages().tryAcquire(slot)) {
         FifoSnapshot before;
         if (o.fifo) before = fifoSnapshot(board, slot, t);
@@ -222,8 +228,9 @@ bool visit(Segment& seg, Board& board, WorkerSlot slot, std::mt19937& rng, const
       }
       const TicketView v = seg.tickets().poll(issued.cookie, monotonicMs(), kLongTtl);
       if (v.state != TicketState::Ready && v.state != TicketState::Waiting) {
+        stage(kGone);
         if (o.strict) board.lost.fetch_add(1);
-        break;  // gone (the janitor abandoned it): the visit ends
+        break;  // gone (the janitor abandoned it, or its turn came back and was missed again): the visit ends
       }
       if (v.raw_position > position) board.position_increases.fetch_add(1);
       position = std::min(position, v.raw_position);
@@ -433,7 +440,7 @@ TEST_CASE("four processes hammer one segment: caps hold, the FIFO window holds, 
   dropBoard(board);
 }
 
-TEST_CASE("four processes and a janitor with a claim window: missed turns come back, caps hold, no ticket is lost") {
+TEST_CASE("four processes and a janitor with a claim window: missed turns come back once, caps hold, no slot leaks") {
   constexpr int kChildren = 4;
   constexpr int kCycles = 600;
   constexpr int32_t kCap = 2, kAssetCap = 2, kPassCap = 2;
@@ -454,7 +461,9 @@ TEST_CASE("four processes and a janitor with a claim window: missed turns come b
   MESSAGE("issued ", issued, ", fast path ", board->fast_path.load(), ", dawdles ", board->dawdles.load(),
           ", missed turns ", st.missed_turns_total, ", claims refused ", board->claim_failures.load());
   CHECK(board->violations.load() == 0);
-  CHECK(board->lost.load() == 0);  // a missed ticket whose holder polls again is returned, never dropped
+  // A missed ticket whose holder comes back for the page is returned; only a
+  // ticket that misses its returned turn too leaves the line.
+  CHECK(2 * board->lost.load() <= st.missed_turns_total);
   CHECK(board->position_increases.load() == 0);
   CHECK(board->max_page.load() <= kCap);
   CHECK(board->max_asset.load() <= kAssetCap);
@@ -462,7 +471,7 @@ TEST_CASE("four processes and a janitor with a claim window: missed turns come b
   CHECK(board->admitted.load() == kChildren * kCycles);
   CHECK(st.missed_turns_total > 0);
   CHECK(st.evicted_total == 0);
-  for (uint64_t t = 1; t <= issued; ++t) REQUIRE(board->stage[t].load() == kClaimed);
+  for (uint64_t t = 1; t <= issued; ++t) REQUIRE((board->stage[t].load() == kClaimed || board->stage[t].load() == kGone));
   CHECK(seg->tickets().queueDepth() == 0);
   CHECK(seg->tickets().liveQueueDepth() == 0);
   CHECK(seg->pages().occupancy() == 0);

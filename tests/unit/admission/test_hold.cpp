@@ -250,20 +250,53 @@ TEST_CASE("queue-hold: every recheck touches the held ticket, so the janitor nev
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto held = makePageGuard(room.ctx());
-  expectHeld(*held, test::get("/a"), 1000, 3'601'000);
-  expectHeld(*held, test::get("/a"), 25'000, 3'601'000);
-  expectHeld(*held, test::get("/a"), 50'000, 3'601'000);
-  // Unseen for 29 s, well past the 49 s since it was issued.
+  // The worker rechecks held requests every 250 ms; here every 12 s or so.
+  for (Millis at : {1000, 12'000, 24'000, 36'000, 50'000}) expectHeld(*held, test::get("/a"), at, 3'601'000);
+  // Last touched 14 s ago: past neither the TTL nor the first-poll grace,
+  // though it was issued 63 s ago.
   shm::SweepLimits limits;
   limits.ttl = 30'000;
   limits.first_poll = 15'000;
-  const shm::SweepReport swept = room.segment->tickets().sweep(50'000 + 29'000, limits);
+  const shm::SweepReport swept = room.segment->tickets().sweep(50'000 + 14'000, limits);
   CHECK(swept.expired == 0);
   CHECK(swept.ghosts == 0);
   CHECK(room.segment->tickets().liveQueueDepth() == 1);
   holder->release();
   CHECK(held->admit(test::get("/a"), 80'000).kind == Admission::Kind::Proceed);
   held->release();
+}
+
+TEST_CASE("queue-hold: the hold of the request a ticket was issued to is no return") {
+  Room room(holdConfig(1, 3000));
+  auto holder = makePageGuard(room.ctx());
+  REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
+  auto held = makePageGuard(room.ctx());
+  for (Millis at : {1000, 2000, 3000}) expectHeld(*held, test::get("/a"), at, 4000);
+  LocalResponse answer = held->timedOut(test::get("/a"), 4000);
+  CHECK(answer.status == 429);
+  held->release();
+  // Never seen again: the first-poll grace counts from the answer.
+  shm::SweepLimits limits;
+  limits.ttl = 300'000;
+  limits.first_poll = 15'000;
+  CHECK(room.segment->tickets().sweep(4000 + 14'000, limits).ghosts == 0);
+  CHECK(room.segment->tickets().liveQueueDepth() == 1);
+  CHECK(room.segment->tickets().sweep(4000 + 15'001, limits).ghosts == 1);
+  CHECK(room.segment->tickets().queueDepth() == 0);
+
+  // A visitor who comes back with the cookie (a page request, or a poll) is
+  // seen: the grace no longer applies.
+  auto again = makePageGuard(room.ctx());
+  for (Millis at : {20'000, 21'000, 22'000}) expectHeld(*again, test::get("/b"), at, 23'000);
+  LocalResponse second = again->timedOut(test::get("/b"), 23'000);
+  again->release();
+  const std::string ticket = test::setCookieValue(second.headers, "room_ticket");
+  auto back = makePageGuard(room.ctx());
+  expectHeld(*back, test::get("/b", withTicket(ticket)), 24'000, 27'000);
+  back->release();
+  CHECK(room.segment->tickets().sweep(24'000 + 60'000, limits).ghosts == 0);
+  CHECK(room.segment->tickets().liveQueueDepth() == 1);
+  holder->release();
 }
 
 TEST_CASE("queue-hold: two held requests on one cookie; the second queues again at the back") {

@@ -1,7 +1,7 @@
-// The concert_priority cookie (traffic.md §6.6): minting and checking, the
-// binding to one concert_admit pass, the class index following
-// -priority-classes, the Concert-Priority header rules, the grant the worker
-// adds to a response, and the strike for a forged cookie.
+// The concert_priority cookie: minting and checking, the binding to one
+// concert_admit pass, the class index following -priority-classes, the
+// Concert-Priority header rules, the grant the worker adds to a response, and
+// the strike for a forged cookie.
 #include <doctest/doctest.h>
 
 #include "admission/abuse.h"

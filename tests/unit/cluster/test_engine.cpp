@@ -53,6 +53,7 @@ TEST_CASE("notes go to the engine as one argument each") {
   CHECK(noteArg({shm::NoteKind::Enroll, 42, 0xabcdef, 1'700'000'000'123}) == "E 42 0000000000abcdef 1700000000123");
   CHECK(noteArg({shm::NoteKind::Enroll, 42, 1, 5}, true) == "R 42 0000000000000001 5");
   CHECK(noteArg({shm::NoteKind::Touch, 7, 1, 5}) == "T 7");
+  CHECK(noteArg({shm::NoteKind::Keep, 7, 1, 5}) == "K 7");
   CHECK(noteArg({shm::NoteKind::Leave, 7, 1, 5}) == "L 7");
   CHECK(noteArg({shm::NoteKind::Promote, 7, 0x10, 1'900'000'000}) == "P 7 0000000000000010 1900000000");
   CHECK(noteArg({shm::NoteKind::Revoke, 0xab, 0xcd, 1'900'000'000}) == "V 00000000000000ab 00000000000000cd 1900000000");

@@ -218,6 +218,34 @@ TEST_CASE("a dot-segment that %2F would make is refused, since routing decodes %
   CHECK(h.path == "/static/%2e%2e/checkout");
 }
 
+TEST_CASE("hasHiddenDotSegment reads '\\' as a separator and ignores ;parameters") {
+  CHECK(hasHiddenDotSegment("/static/..;/checkout"));
+  CHECK(hasHiddenDotSegment("/static/..;jsessionid=1/checkout"));
+  CHECK(hasHiddenDotSegment("/static/.;x"));
+  CHECK(hasHiddenDotSegment("/static\\..\\checkout"));
+  CHECK(hasHiddenDotSegment("/static/..\\checkout"));
+  CHECK(hasHiddenDotSegment("/static/x/.."));
+  CHECK_FALSE(hasHiddenDotSegment("/static/a;b/c"));
+  CHECK_FALSE(hasHiddenDotSegment("/static/...;/c"));
+  CHECK_FALSE(hasHiddenDotSegment("/static/.hidden\\x"));
+  CHECK_FALSE(hasHiddenDotSegment("/a\\b;c=..d"));
+  CHECK_FALSE(hasHiddenDotSegment("/"));
+}
+
+TEST_CASE("a dot-segment that a backslash or ;parameters would make is refused") {
+  for (const char* target : {"/static/..;/checkout", "/static/..;a=b/checkout", "/static/%2e%2e;/checkout",
+                             "/static/.%2E;x/checkout", "/static%5C..%5Ccheckout", "/static%5c..%5ccheckout",
+                             "/static/..%5Ccheckout", "/static\\..\\checkout", "/static/..\\checkout",
+                             "/static/..;"}) {
+    CHECK_MESSAGE(parse(target).error == 400, target);
+  }
+  // Parameters and backslashes elsewhere are the origin's business.
+  Head h = parse("/shop;jsessionid=1/item%5Cx");
+  REQUIRE(h.error == 0);
+  CHECK(h.raw_path == "/shop;jsessionid=1/item%5Cx");
+  CHECK(h.path == "/shop;jsessionid=1/item\\x");
+}
+
 TEST_CASE("a kept-alive parser normalises every head on its own") {
   MessageParser p(MessageParser::Kind::Request);
   const std::string heads[] = {"GET /a/../b HTTP/1.1\r\nHost: h\r\n\r\n", "GET /c/d HTTP/1.1\r\nHost: h\r\n\r\n",

@@ -126,7 +126,7 @@ TEST_CASE("a ticket of another host is pending for a while, then gone unless the
   CHECK_FALSE(v.rate_limited);
   CHECK(seg->line().poll(foreign, 6'500, kTtl).rate_limited);  // one poll a second
   CHECK_FALSE(seg->line().poll(foreign, 7'100, kTtl).rate_limited);
-  CHECK(notesOf(*seg, NoteKind::Touch, 6'000).size() >= 1);
+  CHECK(notesOf(*seg, NoteKind::Keep, 6'000).size() >= 1);  // a poll keeps it alive, takes no turn back
 }
 
 TEST_CASE("a claim takes the ticket out here at once and tells the engine; a second claim fails") {
@@ -264,6 +264,11 @@ TEST_CASE("returned tickets go first and are not counted ahead; a missed one wai
   seg->line().render(missed, 0, kTtl);
   std::vector<ClusterNoteValue> touches = notesOf(*seg, NoteKind::Touch, 0);
   CHECK(std::count_if(touches.begin(), touches.end(), [&](const ClusterNoteValue& n) { return n.id == missed.ticket; }) == 2);
+  // Watching (a poll, a stream) takes no turn back: no Touch for it.
+  seg->line().poll(missed, 0, kTtl);
+  seg->line().touch(missed, 0, kTtl, Contact::Look);
+  touches = notesOf(*seg, NoteKind::Touch, 0);
+  CHECK(std::count_if(touches.begin(), touches.end(), [&](const ClusterNoteValue& n) { return n.id == missed.ticket; }) == 0);
   // The head listing: returned first, then the line; the missed one is not in line.
   std::vector<LineEntry> head = seg->line().head(10, 0);
   REQUIRE(head.size() == 3);
@@ -279,9 +284,9 @@ TEST_CASE("a touch goes to the engine at most once per ticket every few seconds"
   const TicketCookie t{42, 9};
   publish(*seg, {t}, 0, 0);
   for (int i = 0; i < 10; ++i) seg->line().touch(t, 100 + i, kTtl);
-  CHECK(notesOf(*seg, NoteKind::Touch, 200).size() == 1);
+  CHECK(notesOf(*seg, NoteKind::Keep, 200).size() == 1);
   seg->line().touch(t, 100 + ClusterLine::kTouchEveryMs + 1'000, kTtl);
-  CHECK(notesOf(*seg, NoteKind::Touch, 5'000).size() == 1);
+  CHECK(notesOf(*seg, NoteKind::Keep, 5'000).size() == 1);
 }
 
 TEST_CASE("bans, promotions and ended sessions of other hosts hold here until they end") {

@@ -603,7 +603,7 @@ TEST_CASE("a missed ticket whose holder comes back is returned: ready at the nex
   CHECK(s->stats().snapshot().missed_turns_total == 1);
 }
 
-TEST_CASE("returned tickets: poll and render bring them back too; any free slot serves them; the window applies again") {
+TEST_CASE("returned tickets: only a page request brings a turn back, once; any free slot serves them") {
   constexpr Millis kWindow = 10000;
   auto s = makeSegment(2);
   occupy(*s, 2);
@@ -617,8 +617,14 @@ TEST_CASE("returned tickets: poll and render bring them back too; any free slot 
   CHECK(s->tickets().queueDepth() == 3);
   occupy(*s, 2);
 
+  // Watching takes no turn back: a poll, a stream's look.
   CHECK(s->tickets().poll(q2.cookie, 20000, kTtl).state == TicketState::Waiting);  // no slot free
-  CHECK(s->tickets().render(q1.cookie, 20000, kTtl).state == TicketState::Waiting);
+  CHECK(s->tickets().touch(q2.cookie, 20000, kTtl, Contact::Look).state == TicketState::Waiting);
+  CHECK(s->tickets().render(q1.cookie, 20000, kTtl, Contact::Look).state == TicketState::Waiting);
+  CHECK(s->tickets().liveQueueDepth() == 1);
+  // Coming for the page does (a rendered waiting page, or a held request's touch).
+  CHECK(s->tickets().render(q1.cookie, 20000, kTtl, Contact::Page).state == TicketState::Waiting);
+  CHECK(s->tickets().touch(q2.cookie, 20000, kTtl, Contact::Page).state == TicketState::Waiting);
   CHECK(s->tickets().liveQueueDepth() == 3);
   vacate(*s, 1);
   // One slot: every returned ticket may take it, none of the line.
@@ -630,18 +636,29 @@ TEST_CASE("returned tickets: poll and render bring them back too; any free slot 
   vacate(*s, 1);
   CHECK(s->tickets().render(q3.cookie, 20000, kTtl).state == TicketState::Waiting);  // q1 first
 
-  // q1 does not take this turn either: missed again.
+  // q1 does not take its returned turn either: it had it back once, so it leaves the line.
   missTurns(*s, 30000, kWindow, 1);
   CHECK(s->stats().snapshot().missed_turns_total == 3);
   CHECK(s->tickets().liveQueueDepth() == 1);
+  CHECK(s->tickets().queueDepth() == 1);
+  CHECK(s->tickets().render(q1.cookie, 41001, kTtl).state == TicketState::Unknown);
   CHECK(s->tickets().render(q3.cookie, 41001, kTtl).state == TicketState::Ready);
   CHECK(takeTurn(*s, q3.cookie));
-
-  // A missed ticket unseen for the TTL is evicted by the sweep.
-  const SweepReport r = s->tickets().sweep(20000 + kTtl + 1, ttlOnly(kTtl));
-  CHECK(r.expired == 1);
   CHECK(s->tickets().queueDepth() == 0);
-  CHECK(s->tickets().render(q1.cookie, 20000 + kTtl + 1, kTtl).state == TicketState::Unknown);
+}
+
+TEST_CASE("a missed ticket whose holder only watches is evicted after the TTL") {
+  constexpr Millis kWindow = 10000;
+  auto s = makeSegment(1);
+  occupy(*s, 1);
+  const Issued q1 = mustQueue(*s, 0);
+  vacate(*s, 1);
+  missTurns(*s, 1000, kWindow, 1);
+  CHECK(s->tickets().poll(q1.cookie, 20000, kTtl).state == TicketState::Ready);  // shown, not returned
+  CHECK(s->tickets().liveQueueDepth() == 0);
+  CHECK(s->tickets().sweep(20000 + kTtl - 1, ttlOnly(kTtl)).expired == 0);  // the poll kept it alive
+  CHECK(s->tickets().sweep(20000 + kTtl + 1, ttlOnly(kTtl)).expired == 1);
+  CHECK(s->tickets().queueDepth() == 0);
 }
 
 TEST_CASE("returned tickets do not change anyone's position") {
