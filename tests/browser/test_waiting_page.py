@@ -27,13 +27,13 @@ A screenshot of the waiting page is saved to /tmp/concert-waiting.png.
 """
 import base64
 import json
-import threading
 import time
 import unittest
 
 from chromium import CHROMIUM, Browser, axe_source, axe_summary, run_axe
 from concert_harness import Concert, wait_for
 from fake_origin import FakeOrigin
+from room import fill
 
 SCREENSHOT = "/tmp/concert-waiting.png"
 
@@ -49,12 +49,6 @@ class WaitingPageTest(unittest.TestCase):
         self.origin.release()
         self.origin.stop()
 
-    def park(self, concert):
-        t = threading.Thread(target=lambda: concert.get("/slow", timeout=60), daemon=True)
-        t.start()
-        self.assertTrue(wait_for(lambda: concert.stats()["occupancy"] == 1, timeout=5))
-        return t
-
     def test_waiting_page_is_told_its_turn_by_push(self):
         self.told_its_turn_by_push([])
 
@@ -63,7 +57,7 @@ class WaitingPageTest(unittest.TestCase):
 
     def told_its_turn_by_push(self, extra):
         with Concert(["-upstream", self.origin.url, "-cap", "1"] + extra, workers=2) as c:
-            parked = self.park(c)
+            parked = fill(c, 1, timeout=5)[0]
             self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
             position = wait_for(lambda: self.browser.evaluate(
                 "document.getElementById('position') && document.getElementById('position').textContent"),
@@ -93,7 +87,7 @@ class WaitingPageTest(unittest.TestCase):
         token = "browser-test-admin-token"
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-session-hold", "30s"], workers=2,
                      admin_token=token) as c:
-            parked = self.park(c)
+            parked = fill(c, 1, timeout=5)[0]
             ahead = c.get("/", headers={"Accept": "application/json"})  # waits in line, never comes back
             self.assertEqual(ahead[0], 429)
             self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
@@ -126,7 +120,7 @@ class WaitingPageTest(unittest.TestCase):
         # -token-ttl 30s: the stream ends after 10 s so that its reconnection
         # fetches a fresh room_ticket cookie; the page keeps listening.
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-token-ttl", "30s"], workers=2) as c:
-            parked = self.park(c)
+            parked = fill(c, 1, timeout=5)[0]
             self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
             streams = lambda: [u for u in self.browser.requested_urls() if u.endswith("/queue/events")]
             self.assertTrue(wait_for(lambda: len(streams()) >= 2, timeout=25, interval=0.5), streams())
@@ -141,7 +135,7 @@ class WaitingPageTest(unittest.TestCase):
 
     def test_waiting_page_polls_without_event_source(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
-            parked = self.park(c)
+            parked = fill(c, 1, timeout=5)[0]
             self.browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.EventSource;"})
             self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
             position = wait_for(lambda: self.browser.evaluate(
@@ -170,7 +164,7 @@ class WaitingPageTest(unittest.TestCase):
         # Cookies scoped to another domain are refused by the browser for 127.0.0.1.
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-cookie-domain", "example.com"],
                      workers=2) as c:
-            parked = self.park(c)
+            parked = fill(c, 1, timeout=5)[0]
             self.browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % c.port})
             message = wait_for(lambda: self.browser.evaluate(
                 "document.getElementById('status') && document.getElementById('status').textContent"),
@@ -191,7 +185,7 @@ class WaitingPageTest(unittest.TestCase):
 
     def test_without_javascript_the_refresh_header_brings_the_turn(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
-            parked = self.park(c)
+            parked = fill(c, 1, timeout=5)[0]
             self.browser.call("Emulation.setScriptExecutionDisabled", {"value": True})
             url = "http://127.0.0.1:%d/" % c.port
             self.browser.navigate(url)
@@ -210,7 +204,7 @@ class WaitingPageTest(unittest.TestCase):
 
     def test_the_page_in_german(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
-            parked = self.park(c)
+            parked = fill(c, 1, timeout=5)[0]
             self.browser.call("Network.setExtraHTTPHeaders", {"headers": {"Accept-Language": "de-DE,de;q=0.9,en;q=0.4"}})
             self.browser.navigate("http://127.0.0.1:%d/" % c.port)
             self.assertTrue(wait_for(lambda: self.browser.evaluate(
@@ -226,7 +220,7 @@ class WaitingPageTest(unittest.TestCase):
         # The room does not send eta_seconds yet: the test answers the page's
         # polls itself (CDP Fetch) with the figures the page must put in words.
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
-            parked = self.park(c)
+            parked = fill(c, 1, timeout=5)[0]
             self.browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.EventSource;"})
             self.browser.call("Fetch.enable", {"patterns": [{"urlPattern": "*/queue/status*"}]})
             eta_text = "document.getElementById('eta').textContent"
@@ -305,9 +299,7 @@ class AccessibilityTest(unittest.TestCase):
             with self.subTest(lang=lang), Concert(["-upstream", self.origin.url, "-cap", "1", "-rate", "0.5",
                                                    "-skip-url", "https://pay.example/skip"], workers=2) as c:
                 self.origin.hold()
-                parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
-                parked.start()
-                self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+                parked = fill(c, 1, timeout=5)[0]
                 c.get("/ahead", {"Accept": "text/html"})  # someone else is first in line
                 self.language(accept_language)
                 self.browser.navigate("http://127.0.0.1:%d/" % c.port)
@@ -325,9 +317,7 @@ class AccessibilityTest(unittest.TestCase):
             with self.subTest(lang=lang), Concert(["-upstream", self.origin.url, "-cap", "1", "-max-queue", "1"],
                                                   workers=2) as c:
                 self.origin.hold()
-                parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
-                parked.start()
-                self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+                parked = fill(c, 1, timeout=5)[0]
                 c.get("/ahead", {"Accept": "text/html"})  # fills the line
                 self.language(accept_language)
                 self.browser.navigate("http://127.0.0.1:%d/" % c.port)
@@ -339,9 +329,7 @@ class AccessibilityTest(unittest.TestCase):
     def test_busy_page(self):
         # A crawler is never queued: it gets the "busy" page.
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
-            parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
-            parked.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            parked = fill(c, 1, timeout=5)[0]
             self.browser.call("Network.setUserAgentOverride", {
                 "userAgent": "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
                 "acceptLanguage": "it-IT,it;q=0.9"})

@@ -18,14 +18,13 @@ sync about every 100 ms), never timed.
 """
 import json
 import signal
-import threading
 import time
 import unittest
 
 from concert_harness import Concert, wait_for
 from redis_server import RedisServer, redis_available
 from test_cluster import NAMES, TaggedOrigins, cluster_view, stats_or_empty
-from visitor import Visitor
+from visitor import Visitor, in_thread
 
 ADMIN_TOKEN = "cluster-admin-token-0123456789"
 AUTH = {"Authorization": "Bearer " + ADMIN_TOKEN}
@@ -66,12 +65,9 @@ class ClusterSharedTest(unittest.TestCase):
 
     def hold_the_room(self, v, host, gate):
         """`v` takes the room's only slot on `host` with a page the origin holds until release(gate)."""
-        done = {}
-        t = threading.Thread(target=lambda: done.update(r=v.get("/slow?gate=%s&timeout=60" % gate,
-                                                               timeout=70, host=host)), daemon=True)
-        t.start()
+        t = in_thread(v.get, "/slow?gate=%s&timeout=60" % gate, timeout=70, host=host)
         self.assertTrue(wait_for(lambda: self.origins.now >= 1, timeout=10), "the origin did not get the page")
-        return t, done
+        return t
 
     def test_mode_and_cap_set_on_one_host_hold_on_all(self):
         a, b, c = self.start_hosts(5)
@@ -104,7 +100,7 @@ class ClusterSharedTest(unittest.TestCase):
         self.assertEqual((status, body), (200, b"session ended"))
         v.jar["concert_admit"] = pass_cookie  # a client that keeps the old pass anyway
         holder = Visitor(name="holder")
-        t, _ = self.hold_the_room(holder, a, "full")
+        t = self.hold_the_room(holder, a, "full")
         # A session would be held on B for a slot; an ended one queues like anyone (429 at once).
         self.assertTrue(wait_for(lambda: v.get("/next", timeout=20, host=b)[0] == 429, timeout=10, interval=0.3),
                         "B still treats the ended session as one")
@@ -114,7 +110,7 @@ class ClusterSharedTest(unittest.TestCase):
     def test_a_ticket_promoted_on_a_collects_on_b(self):
         a, b, _ = self.start_hosts(1, "-queue-hold", "0")
         holder = Visitor(name="holder")
-        t, _ = self.hold_the_room(holder, a, "full")
+        t = self.hold_the_room(holder, a, "full")
         first, second = Visitor(name="first"), Visitor(name="second")
         for v in (first, second):
             self.assertEqual(v.get("/page", host=a)[0], 429)
@@ -136,7 +132,7 @@ class ClusterSharedTest(unittest.TestCase):
     def test_a_missed_turn_returns_on_another_host(self):
         a, b, c = self.start_hosts(1, "-queue-hold", "0", "-claim-window", "1s")
         holder = Visitor(name="holder")
-        t, _ = self.hold_the_room(holder, a, "full")
+        t = self.hold_the_room(holder, a, "full")
         # Both are placed before their first answers: the sleeper first.
         sleeper, next_one = Visitor(name="sleeper"), Visitor(name="next")
         self.assertEqual(sleeper.get("/page", host=a)[0], 429)
@@ -157,9 +153,7 @@ class ClusterSharedTest(unittest.TestCase):
                         "the missed turn still holds the line")
         self.assertGreaterEqual(sum(stats_or_empty(h).get("missed_turns_total", 0) for h in self.hosts), 1)
         # The next one takes its turn with a page the origin holds; a late visitor queues on C.
-        t2 = threading.Thread(target=lambda: next_one.get("/slow?gate=again&timeout=60", timeout=70, host=b),
-                              daemon=True)
-        t2.start()
+        t2 = in_thread(next_one.get, "/slow?gate=again&timeout=60", timeout=70, host=b)
         self.assertTrue(wait_for(lambda: self.origins.now >= 1, timeout=10))
         late = Visitor(name="late")
         self.assertEqual(late.get("/page", host=c)[0], 429)

@@ -17,13 +17,14 @@ import unittest
 
 from concert_harness import BIN, Concert, wait_for
 from fake_origin import FakeOrigin
+from room import fill
 
 CURL = shutil.which("curl")
 BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 NOSCRIPT_DE = "Diese Seite lädt sich alle paar Sekunden selbst neu."
 
 
-class CurlVisitor:
+class CurlBrowser:
     """A browser without JavaScript: curl with a cookie jar (-c/-b)."""
 
     def __init__(self, port, name, language=None):
@@ -81,7 +82,7 @@ class NoJavaScriptTest(unittest.TestCase):
             v.close()
 
     def visitor(self, port, name, language=None):
-        v = CurlVisitor(port, name, language)
+        v = CurlBrowser(port, name, language)
         self.visitors.append(v)
         return v
 
@@ -101,9 +102,7 @@ class NoJavaScriptTest(unittest.TestCase):
 
     def test_curl_reloads_into_its_turn_behind_others(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
-            parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
-            parked.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            parked = fill(c, 1, "/slow", timeout=5)[0]
 
             first = self.visitor(c.port, "first")
             status, headers, body = first.load("/slow?gate=first")
@@ -153,9 +152,7 @@ class NoJavaScriptTest(unittest.TestCase):
         # -first-poll-grace 3s abandons a ticket never seen again after 3 s;
         # the Refresh interval stays below it, and each reload is a return.
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-first-poll-grace", "3s"], workers=2) as c:
-            parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
-            parked.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            parked = fill(c, 1, "/slow", timeout=5)[0]
             v = self.visitor(c.port, "patient")
             status, headers, body = v.load("/page")
             self.assertEqual((status, position(body)), (200, 1))
@@ -208,9 +205,7 @@ class TemplateCheckTest(unittest.TestCase):
             with open(path, "w") as f:
                 f.write("<p lang=\"{{.Lang}}\">good {{.Position}}</p>")
             with Concert(["-upstream", origin.url, "-cap", "1"], config_text="html: %s\n" % path) as c:
-                parked = threading.Thread(target=lambda: c.get("/slow", timeout=60), daemon=True)
-                parked.start()
-                self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+                parked = fill(c, 1, "/slow", timeout=5)[0]
                 self.assertEqual(c.get("/a", BROWSER)[2], b'<p lang="en">good 1</p>')
                 with open(path, "w") as f:
                     f.write("<p>bad {{.Position}}\n{{.Nope}}</p>")

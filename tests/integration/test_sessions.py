@@ -20,6 +20,7 @@ import unittest
 
 from concert_harness import Concert, header, headers_all, wait_for
 from fake_origin import FakeOrigin
+from room import fill
 from visitor import BROWSER, JSON, POLL_EVERY, Visitor
 
 
@@ -44,9 +45,7 @@ class SessionTest(unittest.TestCase):
             self.assertEqual(shopper.get("/home")[0], 200)
             self.assertIn("concert_admit", shopper.jar)
             # Someone else holds the only slot; 20 visitors queue behind it.
-            holder = threading.Thread(target=lambda: c.get("/slow?gate=first", headers=JSON, timeout=30))
-            holder.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            holder = fill(c, 1, "/slow?gate=first", headers=JSON, timeout=5)[0]
             deadline = time.time() + 60
             line = [line_visitor(c, "/line", deadline) for _ in range(20)]
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 20, timeout=10))
@@ -77,9 +76,7 @@ class SessionTest(unittest.TestCase):
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-session-hold", "1s"], workers=2) as c:
             shopper = Visitor(c)
             self.assertEqual(shopper.get("/home")[0], 200)
-            holder = threading.Thread(target=lambda: c.get("/slow?gate=hold", headers=JSON, timeout=30))
-            holder.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            holder = fill(c, 1, "/slow?gate=hold", headers=JSON, timeout=5)[0]
             status, headers, body = shopper.get("/cart", timeout=15)
             self.assertEqual(status, 503)
             self.assertIsNotNone(header(headers, "Retry-After"))
@@ -139,9 +136,7 @@ class FormTest(unittest.TestCase):
     def test_post_without_pass_that_would_queue_gets_503(self):
         body = bytes(range(256)) * 400  # 100 KB
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
-            holder = threading.Thread(target=lambda: c.get("/slow?gate=f", headers=JSON, timeout=30))
-            holder.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            holder = fill(c, 1, "/slow?gate=f", headers=JSON, timeout=5)[0]
             depth = c.stats()["queue_depth"]
             for accept in (JSON, BROWSER):
                 status, headers, data = c.request("POST", "/echo", body=body,
@@ -160,9 +155,7 @@ class FormTest(unittest.TestCase):
     def test_held_post_reaches_the_origin_byte_exact_once(self):
         body = bytes(range(256)) * 400
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-queue-hold", "20s"], workers=2) as c:
-            holder = threading.Thread(target=lambda: c.get("/slow?gate=h", headers=JSON, timeout=30))
-            holder.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            holder = fill(c, 1, "/slow?gate=h", headers=JSON, timeout=5)[0]
             result = {}
             t = threading.Thread(target=lambda: result.setdefault(
                 "r", c.request("POST", "/echo", body=body, headers={"Content-Type": "application/octet-stream"},
@@ -181,9 +174,7 @@ class FormTest(unittest.TestCase):
 
     def test_held_post_whose_hold_runs_out_gets_503_not_the_waiting_page(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-queue-hold", "1s"], workers=1) as c:
-            holder = threading.Thread(target=lambda: c.get("/slow?gate=x", headers=JSON, timeout=30))
-            holder.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            holder = fill(c, 1, "/slow?gate=x", headers=JSON, timeout=5)[0]
             status, headers, data = c.request("POST", "/echo", body=b"a=1", headers=dict(BROWSER, **{
                 "Content-Type": "application/x-www-form-urlencoded"}), timeout=15)
             self.assertEqual(status, 503)
@@ -267,9 +258,7 @@ class CrawlerAndStatusTest(unittest.TestCase):
         bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
         with Concert(["-upstream", self.origin.url, "-cap", "1"], workers=2) as c:
             self.assertEqual(Visitor(c, accept=BROWSER, agent=bot).get("/")[0], 200)  # room free: served
-            holder = threading.Thread(target=lambda: c.get("/slow?gate=c", headers=JSON, timeout=30))
-            holder.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            holder = fill(c, 1, "/slow?gate=c", headers=JSON, timeout=5)[0]
             self.assertEqual(Visitor(c).get("/page")[0], 429)  # one human waits
             before = c.stats()
             for agent in (bot, "Slackbot-LinkExpanding 1.0", "facebookexternalhit/1.1"):
@@ -286,9 +275,7 @@ class CrawlerAndStatusTest(unittest.TestCase):
 
     def test_queue_status_503_serves_the_waiting_page_with_503(self):
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-queue-status", "503"], workers=1) as c:
-            holder = threading.Thread(target=lambda: c.get("/slow?gate=q", headers=JSON, timeout=30))
-            holder.start()
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 1, timeout=5))
+            holder = fill(c, 1, "/slow?gate=q", headers=JSON, timeout=5)[0]
             v = Visitor(c, accept=BROWSER)
             status, headers, body = v.get("/page")
             self.assertEqual(status, 503)
