@@ -444,6 +444,13 @@ TicketEntry* TicketRing::touchLive(const TicketCookie& cookie, Millis now, Milli
   return &e;
 }
 
+TicketView TicketRing::peek(const TicketCookie& cookie) const {
+  TicketView view;
+  const uint64_t word = findLive(*layout_, cookie);
+  if (word != 0) fillView(cookie.ticket, word, view);
+  return view;
+}
+
 TicketView TicketRing::render(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact) {
   TicketView view;
   if (touchLive(cookie, now, ttl, contact, view))

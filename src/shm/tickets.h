@@ -231,6 +231,11 @@ class TicketRing final : public Handle, public Line {
   // ttl/3.
   TicketView poll(const TicketCookie& cookie, Millis now, Millis ttl) override;
 
+  // The ticket's state and place as a poll would see them now, touching
+  // nothing: no TTL check, no return, no "seen" (read-only callers, and the
+  // line's model test).
+  TicketView peek(const TicketCookie& cookie) const;
+
   // The caller holds a page slot taken for this ticket: if it is the
   // ticket's turn (counting that slot as free), the ticket leaves the line
   // (Finished) and true is returned; otherwise the caller gives the slot back.

@@ -24,7 +24,7 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, header, raw_exchange, set_cookies, wait_for
+from concert_harness import Concert, header, raw_exchange, request_from, set_cookies, wait_for
 from fake_origin import FakeOrigin
 from room import fill, mint_pass, with_pass
 
@@ -72,16 +72,6 @@ def exchange_from(port, source, data, timeout=5):
         return out
     finally:
         s.close()
-
-
-def request_from(port, source, path, headers=None, timeout=10, method="GET", body=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
-    try:
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        return r.status, r.getheaders(), r.read()
-    finally:
-        c.close()
 
 
 def forwarded_for(response):

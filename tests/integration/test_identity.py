@@ -9,27 +9,15 @@ lets that client skip a full room when its address is in a listed network.
 
 Every test client connects over loopback; a client "from" 127.0.0.2 or
 127.0.0.3 binds that source address (Linux routes all of 127/8 to lo)."""
-import http.client
 import json
 import unittest
 
-from concert_harness import Concert, header, headers_all, wait_for
+from concert_harness import Concert, header, headers_all, request_from, wait_for
 from fake_origin import FakeOrigin
 from room import fill
 
 SPOOF = {"X-Forwarded-For": "6.6.6.6", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example",
          "Forwarded": "for=1.1.1.1;proto=https"}
-
-
-def request_from(concert, source, path, headers=None, timeout=10):
-    """GET `path` from the loopback address `source`: (status, headers, body)."""
-    c = http.client.HTTPConnection("127.0.0.1", concert.port, timeout=timeout, source_address=(source, 0))
-    try:
-        c.request("GET", path, headers=headers or {})
-        r = c.getresponse()
-        return r.status, r.getheaders(), r.read()
-    finally:
-        c.close()
 
 
 def origin_headers(body):
@@ -130,7 +118,7 @@ class IdentityTest(unittest.TestCase):
             self.assertEqual(status, 429)
             self.assertNotIn("Secure", set_cookie_lines(headers)["room_ticket"])
             # The same claim from a peer that is not trusted: not Secure.
-            status, headers, _ = request_from(c, "127.0.0.3", "/page", {"X-Forwarded-Proto": "https"})
+            status, headers, _ = request_from(c.port, "127.0.0.3", "/page", {"X-Forwarded-Proto": "https"})
             self.assertEqual(status, 429)
             self.assertNotIn("Secure", set_cookie_lines(headers)["room_ticket"])
             self.origin.release()
@@ -143,7 +131,7 @@ class IdentityTest(unittest.TestCase):
             status, _, body = c.get("/page", {"User-Agent": "id-bypass"})
             self.assertEqual((status, body), (200, b"ok"))
             self.assertEqual(self.origin.recorder.hits("/page"), 1)
-            status, _, _ = request_from(c, "127.0.0.3", "/other", {"User-Agent": "id-queued"})
+            status, _, _ = request_from(c.port, "127.0.0.3", "/other", {"User-Agent": "id-queued"})
             self.assertEqual(status, 429)
             self.assertEqual(self.origin.recorder.hits("/other"), 0)
             # Concert's own paths are still Concert's.
@@ -177,7 +165,7 @@ class IdentityTest(unittest.TestCase):
             status, _, _ = c.get("/page", {"X-Forwarded-For": "192.0.2.5, 203.0.113.7"})
             self.assertEqual(status, 429)
             # Nor from an untrusted peer.
-            status, _, _ = request_from(c, "127.0.0.3", "/page", {"X-Forwarded-For": "192.0.2.5"})
+            status, _, _ = request_from(c.port, "127.0.0.3", "/page", {"X-Forwarded-For": "192.0.2.5"})
             self.assertEqual(status, 429)
             self.assertEqual(self.origin.recorder.hits("/page"), 0)
             self.origin.release()

@@ -264,6 +264,19 @@ def jar_update(jar, headers):
             jar[name] = value
 
 
+def request_from(port, source, path, headers=None, timeout=10, method="GET", body=None):
+    """One request to 127.0.0.1:`port` on a connection bound to the loopback
+    address `source` (Linux routes all of 127/8 to lo), so Concert sees that
+    client address: (status, headers, body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.getheaders(), r.read()
+    finally:
+        c.close()
+
+
 def raw_exchange(port, data, timeout=5, read_until_close=True):
     """Send raw bytes, return everything received until close or timeout."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)

@@ -17,13 +17,12 @@ and the first 16 bytes of HMAC-SHA256 over both, in unpadded URL-safe base64.
 import base64
 import hashlib
 import hmac
-import http.client
 import os
 import struct
 import threading
 import time
 
-from concert_harness import TEST_SECRET, wait_for
+from concert_harness import TEST_SECRET, request_from, wait_for
 
 PASS_TTL = 590  # a fresh minted pass: just under the default 10-minute lifetime
 
@@ -80,18 +79,6 @@ class Parked(threading.Thread):
         return value[0] if value else None
 
 
-def _get_from(concert, source, path, headers, timeout):
-    """GET `path` on a connection bound to the loopback address `source` (Linux
-    routes all of 127/8 to lo): (status, headers, body)."""
-    conn = http.client.HTTPConnection("127.0.0.1", concert.port, timeout=timeout, source_address=(source, 0))
-    try:
-        conn.request("GET", path, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, r.getheaders(), r.read()
-    finally:
-        conn.close()
-
-
 def park(concert, path="/slow", headers=None, timeout=30, source=None):
     """A request the origin holds until it lets it go (a /slow or /assets/slow
     gate of the fake origin); a page request holds its slot meanwhile. Sent
@@ -100,7 +87,7 @@ def park(concert, path="/slow", headers=None, timeout=30, source=None):
     if source is None:
         t = Parked(lambda: concert.get(path, headers, timeout=timeout))
     else:
-        t = Parked(lambda: _get_from(concert, source, path, headers, timeout))
+        t = Parked(lambda: request_from(concert.port, source, path, headers, timeout))
     t.start()
     return t
 
