@@ -256,9 +256,12 @@ TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, Contact con
     v.placed = false;
   }
   v.position = v.state == TicketState::Waiting ? v.raw_position : 0;
-  // A missed ticket's holder is back for the page: the engine returns it on
-  // this note, sent at once. Polls and streams only keep it alive.
-  if (contact == Contact::Page && f.where == Where::Ranked && f.section == LineSection::Missed)
+  // A missed ticket's holder is back: the engine returns it on this note,
+  // sent at once, and a returned ticket that misses again leaves the line
+  // (a turn comes back once). The engine's copy does not say when a missed
+  // ticket's turn would come, so here a poll or a stream brings it back as
+  // a page request does; the hold of the request it was issued to does not.
+  if (contact != Contact::Own && f.where == Where::Ranked && f.section == LineSection::Missed)
     post({NoteKind::Touch, cookie.ticket, cookie.nonce, 0});
   else
     touchNote(cookie, now);

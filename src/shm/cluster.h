@@ -50,7 +50,10 @@
 //            Position: 1 for a returned ticket, else its rank in the line
 //            alone + 1 (returned tickets go first but are not counted ahead:
 //            a position never grows). A missed ticket is shown at the back
-//            and its touch goes to the engine at once, which returns it.
+//            and its holder's touch (a page request, a poll, a stream; not
+//            the hold of the request it was issued to) goes to the engine at
+//            once, which returns it; a returned ticket that misses again
+//            leaves the line, so a turn comes back once.
 //   pending  not in the copy yet (issued less than kPendingMs ago, here or on
 //            another host), or perhaps beyond the copy's end (a line longer
 //            than kClusterMirror), or the engine is away: waits at the back
@@ -157,7 +160,7 @@ struct ClusterMarkValue {
 enum class LineSection : uint8_t {
   Returned,  // missed its turn, its holder came back: first when a slot frees
   Waiting,   // in line
-  Missed,    // its turn came and was not taken: holds no place until it is seen again
+  Missed,    // its turn came and was not taken: holds no place until its holder asks for the page
 };
 
 // One ticket of the engine's line as the agent read it.

@@ -126,7 +126,7 @@ TEST_CASE("a ticket of another host is pending for a while, then gone unless the
   CHECK_FALSE(v.rate_limited);
   CHECK(seg->line().poll(foreign, 6'500, kTtl).rate_limited);  // one poll a second
   CHECK_FALSE(seg->line().poll(foreign, 7'100, kTtl).rate_limited);
-  CHECK(notesOf(*seg, NoteKind::Keep, 6'000).size() >= 1);  // a poll keeps it alive, takes no turn back
+  CHECK(notesOf(*seg, NoteKind::Keep, 6'000).size() >= 1);  // a poll keeps it alive
 }
 
 TEST_CASE("a claim takes the ticket out here at once and tells the engine; a second claim fails") {
@@ -256,7 +256,8 @@ TEST_CASE("returned tickets go first and are not counted ahead; a missed one wai
   CHECK(v.state == TicketState::Waiting);
   CHECK(v.position == 1);
   CHECK(seg->line().render(second, 0, kTtl).position == 2);
-  // The missed ticket: at the back, never ready, and its touch goes out at once (every time).
+  // The missed ticket: at the back, never ready, and its touch goes out at
+  // once (every time); it takes no slot until the engine returns it.
   TicketView m = seg->line().render(missed, 0, kTtl);
   CHECK(m.state == TicketState::Waiting);
   CHECK(m.position == 4);
@@ -264,9 +265,8 @@ TEST_CASE("returned tickets go first and are not counted ahead; a missed one wai
   seg->line().render(missed, 0, kTtl);
   std::vector<ClusterNoteValue> touches = notesOf(*seg, NoteKind::Touch, 0);
   CHECK(std::count_if(touches.begin(), touches.end(), [&](const ClusterNoteValue& n) { return n.id == missed.ticket; }) == 2);
-  // Watching (a poll, a stream) takes no turn back: no Touch for it.
-  seg->line().poll(missed, 0, kTtl);
-  seg->line().touch(missed, 0, kTtl, Contact::Look);
+  // The hold of the request it was issued to is no return: no Touch for it.
+  seg->line().touch(missed, 0, kTtl, Contact::Own);
   touches = notesOf(*seg, NoteKind::Touch, 0);
   CHECK(std::count_if(touches.begin(), touches.end(), [&](const ClusterNoteValue& n) { return n.id == missed.ticket; }) == 0);
   // The head listing: returned first, then the line; the missed one is not in line.
