@@ -164,8 +164,9 @@ class Bench:
         return self.with_proc(start, lambda proc, port: self.measure(
             setup, 1, "http://127.0.0.1:%d%s" % (port, path), proc, script, script_args))
 
-    def concert(self, setup, path, extra, script=None, script_args=None, check_headers=None, held=False):
-        """held: a -queue-hold run; afterwards, tickets left waiting by closed connections are noted."""
+    def concert(self, setup, path, extra, script=None, script_args=None, check_headers=None, held=False, binary=None):
+        """held: a -queue-hold run; afterwards, tickets left waiting by closed connections are noted.
+        binary: another Concert binary than --concert (the --baseline rows)."""
         def measure(proc, port):
             row = self.measure(setup, 1, "http://127.0.0.1:%d%s" % (port, path), proc, script, script_args)
             left = benchlib.leftover_waiting(port) if held else None
@@ -177,7 +178,7 @@ class Bench:
             return row
 
         def start():
-            proc, port, _ = benchlib.start_concert(self.procs, self.tmp, self.pin, self.args.concert,
+            proc, port, _ = benchlib.start_concert(self.procs, self.tmp, self.pin, binary or self.args.concert,
                                                    ["-upstream", "http://127.0.0.1:%d" % self.origin_port,
                                                     "-workers", "1"] + extra)
             if check_headers is not None:
@@ -224,6 +225,13 @@ class Bench:
                 "nginx proxy → nginx", 1, "http://127.0.0.1:%d%s" % (port, PAGE_PATH), proc)))
             if have_concert:
                 add(rows, "Concert", lambda: self.concert("Concert → nginx", PAGE_PATH, ["-cap", "100000"]))
+                # A change measured against the binary before it, in the same minutes: the two
+                # alternate, --rounds times, each against HAProxy's row of this run.
+                for i in range(a.rounds if a.baseline else 0):
+                    add(rows, "Concert baseline", lambda i=i: self.concert(
+                        "Concert baseline → nginx #%d" % (i + 1), PAGE_PATH, ["-cap", "100000"], binary=a.baseline))
+                    add(rows, "Concert", lambda i=i: self.concert(
+                        "Concert → nginx #%d" % (i + 2), PAGE_PATH, ["-cap", "100000"]))
             # Both proxies again, polling instead of sleeping between events (a proxy with CPUs of its own).
             add(rows, "HAProxy busy-polling", lambda: self.haproxy("HAProxy busy-polling → nginx", PAGE_PATH,
                                                                     busy_polling=True))
@@ -331,6 +339,9 @@ def main():
     p.add_argument("--tmp", help="scratch directory (default: a new temporary directory, removed at the end)")
     p.add_argument("--pid-file", help="append the pid of every started process here")
     p.add_argument("--out", default=os.path.join(HERE, "results", "latest.md"))
+    p.add_argument("--baseline", help="proxy workload: also measure this Concert binary (the one before a change), "
+                                      "alternating with --concert")
+    p.add_argument("--rounds", type=int, default=3, help="with --baseline: pairs of alternating Concert rows")
     args = p.parse_args()
     args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     benchlib.run_driver("e2e", args, ("wrk", "nginx", "haproxy"), "concert-bench-",
