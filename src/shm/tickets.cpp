@@ -141,6 +141,17 @@ bool reusable(uint64_t word) {
   return s == EntryState::Free || s == EntryState::Finished || s == EntryState::Missed;
 }
 
+// The ticket that the entry of number `t` stands for in a walk over the
+// numbers [next - R, next): `t` itself, or an older Returned ticket the ring
+// has carried past (it keeps its entry, and later numbers of that entry are
+// skipped until it leaves); 0 for neither.
+uint64_t walkTicket(uint64_t t, uint64_t word) {
+  const uint64_t held = entryTicket(word);
+  if (held == t) return t;
+  if (held != 0 && held < t && entryState(word) == EntryState::Returned) return held;
+  return 0;
+}
+
 }  // namespace
 
 int64_t TicketRing::freeSlots(int64_t own) const {
@@ -228,6 +239,7 @@ Issued TicketRing::issue(WorkerSlot slot, int64_t max_queue, Millis now, const C
 uint64_t TicketRing::takeNext(WorkerSlot slot, uint64_t& previous) {
   Layout& layout = *layout_;
   Header& h = *layout.header;
+  uint64_t skipped = 0;
   for (;;) {
     uint64_t next = h.next_ticket.load(std::memory_order_seq_cst);
     uint64_t word = layout.entry(next).state.load(std::memory_order_seq_cst);
@@ -239,10 +251,29 @@ uint64_t TicketRing::takeNext(WorkerSlot slot, uint64_t& previous) {
     if (held > next) continue;  // our `next` is stale
     if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || !reusable(word)) {
       advanceLowWater(layout);
+      if (next > kMaxTicket) return 0;
+      // Every entry holds someone who waits (or is being issued): full.
+      if (liveQueueDepth() >= static_cast<int64_t>(layout.geometry.ring_size)) return 0;
+      uint64_t low = h.low_water.load(std::memory_order_seq_cst);
+      if (next - low >= layout.geometry.ring_size) {
+        // The oldest waiting ticket is a whole ring behind: the ring bounds
+        // the visitors who wait, not the span of numbers, so it is carried
+        // (Returned: it keeps its number, its entry and its place at the
+        // head) and L moves on. Nobody's position grows: one waiting ticket
+        // ahead of everyone becomes one returned ticket ahead of everyone.
+        if (!carry(low)) return 0;  // Reserved (being issued) or a block's number: full for now
+        advanceLowWater(layout);
+        continue;
+      }
       word = layout.entry(next).state.load(std::memory_order_seq_cst);
-      if (next - h.low_water.load(std::memory_order_seq_cst) >= layout.geometry.ring_size || next > kMaxTicket ||
-          (entryTicket(word) < next && !reusable(word)))
-        return 0;
+      if (entryTicket(word) < next && entryState(word) == EntryState::Returned) {
+        // A returned ticket keeps its entry: this number is skipped (at most
+        // a ring's worth in one call: some entry is free, as fewer than R wait).
+        if (++skipped > layout.geometry.ring_size) return 0;
+        h.next_ticket.compare_exchange_strong(next, next + 1, std::memory_order_seq_cst);
+        continue;
+      }
+      if (entryTicket(word) < next && !reusable(word)) return 0;
       continue;
     }
     if (!casEntry(layout, next, word, packEntry(next, EntryState::Reserved, slot))) continue;
@@ -251,6 +282,17 @@ uint64_t TicketRing::takeNext(WorkerSlot slot, uint64_t& previous) {
     // A helper may have advanced it already; either way it is past our ticket.
     h.next_ticket.compare_exchange_strong(next, ticket + 1, std::memory_order_seq_cst);
     return ticket;
+  }
+}
+
+bool TicketRing::carry(uint64_t ticket) {
+  Layout& layout = *layout_;
+  uint64_t word = layout.entry(ticket).state.load(std::memory_order_seq_cst);
+  for (;;) {
+    if (entryTicket(word) != ticket || entryState(word) != EntryState::Waiting || inOpenBlock(layout, ticket))
+      return false;
+    layout.entry(ticket).ready_since.store(0, std::memory_order_relaxed);
+    if (casEntry(layout, ticket, word, packEntry(ticket, EntryState::Returned, entryOwner(word)))) return true;
   }
 }
 
@@ -672,10 +714,11 @@ SweepReport TicketRing::sweep(Millis now, const SweepLimits& limits) {
   // The walk also recounts every client's live tickets by their tags, for
   // the client table's repair (clients.h).
   clients_->auditBegin();
-  for (uint64_t t = first; t < next; ++t) {
-    TicketEntry& e = layout.entry(t);
+  for (uint64_t number = first; number < next; ++number) {
+    TicketEntry& e = layout.entry(number);
     const uint64_t word = e.state.load(std::memory_order_seq_cst);
-    if (entryTicket(word) != t) continue;
+    const uint64_t t = walkTicket(number, word);
+    if (t == 0) continue;
     const EntryState state = entryState(word);
     const uint32_t index = layout.index(t);
     if (state == EntryState::Finished) {
@@ -705,11 +748,12 @@ int64_t TicketRing::retireClient(uint32_t client) {
   const uint64_t ring = layout.geometry.ring_size;
   const uint64_t first = next > ring ? next - ring : 1;
   int64_t retired = 0;
-  for (uint64_t t = first; t < next; ++t) {
-    const uint32_t index = layout.index(t);
-    uint64_t word = layout.entry(t).state.load(std::memory_order_seq_cst);
+  for (uint64_t number = first; number < next; ++number) {
+    const uint32_t index = layout.index(number);
+    uint64_t word = layout.entry(number).state.load(std::memory_order_seq_cst);
     for (;;) {
-      if (entryTicket(word) != t) break;
+      const uint64_t t = walkTicket(number, word);
+      if (t == 0) break;
       const EntryState state = entryState(word);
       if (!inLine(state) && state != EntryState::Missed) break;
       // Read under a word naming t in the line: the tag is t's.

@@ -5,9 +5,21 @@
 // leaves the line at that moment (its ticket is Finished); how long it then
 // stays in flight is the page semaphore's business (semaphore.h) and never
 // holds up the ring. So one request in flight for a day plus any number of
-// short ones never fill the ring: a ticket is refused only when -max-queue
-// visitors wait (the breaker) or, pathologically, when the oldest waiting
-// ticket is a whole ring behind the newest.
+// short ones never fill the ring, and neither do visitors who leave: a
+// ticket is refused only when -max-queue visitors wait (the breaker), or
+// when every entry holds someone who waits (the ring is sized past that).
+//
+// Carrying. The span of live numbers is not bounded by who waits: one
+// visitor at the head of a room that stays full, and a ring's worth of
+// arrivals behind it who left. When the next number is a whole ring ahead of
+// L, the issuer carries the ticket at L: Waiting -> Returned, same number,
+// same entry, same cookie; it stays first (a returned ticket goes first) and
+// everyone else's position drops by one. L then moves on, and a later number
+// whose entry a Returned ticket keeps is skipped (never handed out), so
+// [L, next) spans less than a ring again and the counts below stay exact.
+// A carried ticket is Returned like any other: a walk over the numbers
+// [next - R, next) (the janitor, a ban) finds it at whichever number of its
+// entry it reaches, and its claim window and TTL apply.
 //
 // Numbers: next_ticket is the next number to hand out (the first is 1);
 // low_water L is the lowest ticket that may still be Reserved or Waiting.
@@ -18,6 +30,7 @@
 //   Reserved --issuer--> Waiting(t)                 nonce and times written first
 //   Waiting  --claim--> Finished                    its turn, and the claimer holds a page slot
 //   Waiting  --janitor: turn not taken within the claim window--> Missed
+//   Waiting  --issuer: a whole ring behind the next number--> Returned (carried)
 //   Missed   --its holder comes back with a page request--> Returned
 //   Returned --claim--> Finished;  --janitor: claim window again--> Finished
 //            (a turn comes back once: polls and streams never return a
@@ -312,6 +325,9 @@ class TicketRing final : public Handle, public Line {
   // tokens (admit_rate.h). 0 while the line stands still (pause, reject),
   // everyone in passthrough (modes.h).
   int64_t freeSlots(int64_t own) const;
+  // A waiting ticket a whole ring behind the back of the line becomes
+  // Returned (see takeNext); false when `ticket` cannot be carried now.
+  bool carry(uint64_t ticket);
   // The next number at the back of the line, Reserved for `slot`; 0 when the
   // ring is full. `previous`: the entry's old ticket.
   uint64_t takeNext(WorkerSlot slot, uint64_t& previous);

@@ -18,7 +18,7 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, raw_exchange, wait_for
+from concert_harness import Concert, raw_exchange, set_cookies, wait_for
 from fake_origin import FakeOrigin
 from room import fill, mint_pass, with_pass
 from visitor import JSON, Visitor, in_thread
@@ -146,6 +146,39 @@ class RulesTest(unittest.TestCase):
             self.assertEqual(stats["occupancy"], 0)
             self.assertEqual(stats["live_queue_depth"], 2)  # the rate still holds the line
             self.assertGreaterEqual(stats["admissions_session_total"], 6)
+
+    # -- the line's size
+
+    def test_visitors_who_leave_never_fill_the_room(self):
+        # -max-queue 10 makes the smallest ring (4,096 entries). One visitor waits at the head of a
+        # full room while 4,300 others take a ticket and are removed: the room holds one waiting
+        # visitor, so newcomers still queue and the head keeps its place.
+        token = "rules-admin"
+        auth = {"Authorization": "Bearer " + token}
+        with self.concert("-cap", "1", "-max-queue", "10", admin_token=token) as c:
+            fill(c, 1, "/slow?gate=head&timeout=120")
+            first = Visitor(c, "first")
+            self.queue(c, first)
+            conn = c.conn(10)
+            try:
+                for i in range(4300):
+                    conn.request("GET", "/page", headers=JSON)
+                    r = conn.getresponse()
+                    r.read()
+                    self.assertEqual(r.status, 429, "arrival %d behind one waiting visitor: %s" % (i, c.stats()))
+                    ticket = int(set_cookies(r.getheaders())["room_ticket"][:16], 16)  # number, then nonce
+                    conn.request("DELETE", "/_room/queue/%d" % ticket, headers=auth)
+                    r = conn.getresponse()
+                    r.read()
+                    self.assertEqual(r.status, 200)
+            finally:
+                conn.close()
+            stats = c.stats()
+            self.assertEqual((stats["live_queue_depth"], stats["ring_full_total"], stats["rejected_full_total"]),
+                             (1, 0, 0), stats)
+            self.assertEqual(first.status().get("position"), 1)
+            self.origin.release("head")
+            self.assertIsNotNone(first.admit("/page", time.time() + 20), c.stats())
 
     # -- path syntax
 

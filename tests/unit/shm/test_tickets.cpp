@@ -718,8 +718,9 @@ TEST_CASE("a missed ticket a whole ring old loses its place; a returned one keep
   missTurns(*s, 60000, kWindow, 1);
   CHECK(s->tickets().touch(returned.cookie, 80000, kTtl).state == TicketState::Ready);
   CHECK(cycle(kRing - 1));
-  CHECK_FALSE(cycle(1));  // its entry is the next one: held
-  CHECK(s->stats().snapshot().ring_full_total == 1);
+  CHECK(cycle(1));  // its entry is the next one: that number is skipped, the ring goes on
+  CHECK(s->stats().snapshot().ring_full_total == 0);
+  CHECK(s->tickets().render(returned.cookie, 80000, kTtl).state == TicketState::Ready);
   CHECK(takeTurn(*s, returned.cookie));
   CHECK(cycle(2 * kRing));
 }
@@ -916,4 +917,66 @@ TEST_CASE("property: positions never increase and readiness matches the claim") 
   CHECK(s->tickets().queueDepth() == 0);
   CHECK(s->tickets().liveQueueDepth() == 0);
   CHECK(s->pages().occupancy() == 0);
+}
+
+TEST_CASE("the ring bounds the visitors who wait, not the span of numbers") {
+  // One visitor waits at the head of a full room while many more arrive and
+  // leave: the head is carried (Returned, same number, same cookie, same
+  // place) instead of the ring refusing everyone behind it.
+  auto s = makeSegment(1, 64);
+  occupy(*s, 1);
+  const Issued first = mustQueue(*s, 0);
+  for (int i = 0; i < 300; ++i) {
+    const Issued q = s->tickets().issue(kGuard, 0, 0);
+    REQUIRE(q.outcome == IssueOutcome::Queued);
+    CHECK(q.position <= 2);
+    s->tickets().retire(q.cookie.ticket, false);  // abandoned
+  }
+  CHECK(s->stats().snapshot().ring_full_total == 0);
+  CHECK(s->tickets().liveQueueDepth() == 1);
+  TicketView v = s->tickets().render(first.cookie, 0, kTtl);
+  CHECK(v.state == TicketState::Waiting);
+  CHECK(v.position == 1);
+  // Someone behind it now: the head still goes first.
+  const Issued behind = mustQueue(*s, 0);
+  CHECK(behind.position == 1);  // a returned ticket ahead is not counted, and no position grows
+  vacate(*s, 1);
+  CHECK(s->tickets().render(first.cookie, 0, kTtl).state == TicketState::Ready);
+  CHECK(s->tickets().render(behind.cookie, 0, kTtl).state == TicketState::Waiting);
+  CHECK(takeTurn(*s, first.cookie));
+  s->pages().release(kGuard);
+  CHECK(s->tickets().render(behind.cookie, 0, kTtl).state == TicketState::Ready);
+}
+
+TEST_CASE("a carried ticket is still the janitor's: its claim window and TTL apply") {
+  constexpr Millis kWindow = 10000;
+  auto s = makeSegment(1, 64);
+  occupy(*s, 1);
+  const Issued first = mustQueue(*s, 0);
+  for (int i = 0; i < 150; ++i) s->tickets().retire(mustQueue(*s, 0).cookie.ticket, false);
+  CHECK(s->tickets().liveQueueDepth() == 1);
+  vacate(*s, 1);
+  // Offered the slot and not taken: it leaves (a returned turn comes back no more).
+  missTurns(*s, 1000, kWindow, 1);
+  CHECK(s->tickets().queueDepth() == 0);
+  CHECK(s->tickets().render(first.cookie, 30000, kTtl).state == TicketState::Unknown);
+  // A later arrival goes first now.
+  const Issued next = mustQueue(*s, 30000);
+  CHECK(next.ready);
+}
+
+TEST_CASE("the ring refuses only when every entry holds someone who waits") {
+  auto s = makeSegment(1, 64);
+  occupy(*s, 1);
+  int queued = 0;
+  for (int i = 0; i < 100; ++i) {
+    const Issued q = s->tickets().issue(kGuard, 0, 0);
+    if (q.outcome != IssueOutcome::Queued) {
+      CHECK(q.outcome == IssueOutcome::RingFull);
+      break;
+    }
+    ++queued;
+  }
+  CHECK(queued == 64);
+  CHECK(s->tickets().liveQueueDepth() == 64);
 }
