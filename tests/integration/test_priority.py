@@ -151,10 +151,13 @@ class PriorityTest(unittest.TestCase):
         with Concert([], workers=1, config_text=base + "priority-classes: staff\n") as c:
             admit = self.admitted(c)
             self.assertEqual(len(priority_lines(self.grant(c, "checkout", cookie="concert_admit=" + admit))), 0)
+            old_workers = set(c.worker_pids())
             with open(c.config_path, "w") as f:
                 f.write(base + "priority-classes: checkout\n")
             c.signal(signal.SIGHUP)
             self.assertTrue(wait_for(lambda: "reload accepted: generation 2" in c.log(), timeout=10), c.log())
+            # The old generation may still answer a request or two while it drains: ask the new one.
+            self.assertTrue(wait_for(lambda: not old_workers & set(c.worker_pids()), timeout=15), c.log())
             lines = wait_for(lambda: priority_lines(self.grant(c, "checkout", cookie="concert_admit=" + admit)),
                              timeout=10)
             self.assertTrue(lines)
