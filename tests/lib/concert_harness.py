@@ -157,14 +157,7 @@ class Concert:
         return PrefacedConnection(self.proxy_preface, "127.0.0.1", self.port, timeout=timeout)
 
     def request(self, method, path, headers=None, body=None, timeout=10):
-        c = self.conn(timeout)
-        try:
-            c.request(method, path, body=body, headers=headers or {})
-            r = c.getresponse()
-            data = r.read()
-            return r.status, r.getheaders(), data
-        finally:
-            c.close()
+        return exchange(self.conn(timeout), method, path, headers, body)
 
     def get(self, path, headers=None, timeout=10):
         return self.request("GET", path, headers, None, timeout)
@@ -173,13 +166,8 @@ class Concert:
         """A request to the admin listener (-admin-listen), else to the public one."""
         if self.admin_port is None:
             return self.request(method, path, headers, body, timeout)
-        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=headers or {})
-            r = c.getresponse()
-            return r.status, r.getheaders(), r.read()
-        finally:
-            c.close()
+        return exchange(http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout), method, path,
+                        headers, body)
 
     def stats(self):
         status, _, body = self.admin("GET", "/_room/stats", timeout=5)
@@ -268,13 +256,19 @@ def request_from(port, source, path, headers=None, timeout=10, method="GET", bod
     """One request to 127.0.0.1:`port` on a connection bound to the loopback
     address `source` (Linux routes all of 127/8 to lo), so Concert sees that
     client address: (status, headers, body)."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+    return exchange(http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0)),
+                    method, path, headers, body)
+
+
+def exchange(conn, method, path, headers=None, body=None):
+    """One request on the unopened connection `conn`, which is closed after:
+    (status, headers, body)."""
     try:
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
         return r.status, r.getheaders(), r.read()
     finally:
-        c.close()
+        conn.close()
 
 
 def raw_exchange(port, data, timeout=5, read_until_close=True):
