@@ -32,6 +32,10 @@ import sys
 import threading
 import time
 
+# Lines that name a failure: doctest's failed checks, pytest's failed tests
+# and errors, a crash.
+FAILURE_LINE = re.compile(r"ERROR: |FATAL ERROR|^FAILED |^ERROR |^E  |Sanitizer|Traceback|timed out")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCTEST_RE = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed")
 PYSUITE_RE = re.compile(r"^PYSUITE passed=(\d+) failed=(\d+) skipped=(\d+)$", re.M)
@@ -193,6 +197,13 @@ def main():
     total_skipped = sum(s.skipped for s in suites)
     print("suites: %d in %.1fs wall, %d at a time" % (len(suites), time.monotonic() - started, args.jobs))
     if failed_suites:
+        # Repeated at the end, where a log cut in the middle still shows it.
+        for s in suites:
+            if s.failed:
+                lines = [l for l in s.out.splitlines() if FAILURE_LINE.search(l)]
+                print("failures in %s:" % s.name)
+                for line in lines[:20] or ["(no failure line; see its output above)"]:
+                    print("  " + line.strip()[:300])
         print("failed suites: " + ", ".join(failed_suites))
     if total_skipped:
         print("%d passed, %d failed, %d skipped" % (total_passed, total_failed, total_skipped))
