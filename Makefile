@@ -80,7 +80,8 @@ install: build
 	install -D -m 0755 $(BUILD)/concert $(DESTDIR)$(PREFIX)/sbin/concert
 	install -D -m 0644 man/concert.8 $(DESTDIR)$(PREFIX)/share/man/man8/concert.8
 	install -d $(DESTDIR)$(PREFIX)/share/concert/html
-	install -m 0644 html/*.html $(DESTDIR)$(PREFIX)/share/concert/html/
+	install -m 0644 html/waiting_room.html html/dashboard.html $(BUILD)/html/busy.html $(BUILD)/html/queue_full.html \
+	  $(BUILD)/html/maintenance.html $(DESTDIR)$(PREFIX)/share/concert/html/
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/concert.yaml ]; then \
 	  echo "keeping existing $(DESTDIR)$(SYSCONFDIR)/concert.yaml"; \
 	else \

@@ -4,6 +4,9 @@
 #
 #   shm     shared-memory micro-benchmarks (BUILD/bench/shm_bench, if built)
 #           -> results/shm_bench.json
+#   model   the room's rules against their reference model: the randomized
+#           differential test of make test with MODEL_STEPS steps (default
+#           50,000,000, about 8 minutes)
 #   e2e     end-to-end proxy comparison against HAProxy and nginx: proxy, cap5
 #           (HAProxy maxconn 5 vs Concert -cap 5 -queue-hold 30s), assets
 #           (bench/e2e.py) -> results/latest.md
@@ -28,7 +31,7 @@
 # CHURN_CAP (origin concurrency N of the churn section, default 20; wrk uses 2N
 # connections), QUEUE_N (visitor counts for the queue-scale run, default
 # 1000,10000,100000,1000000), QUEUE_POLL_SECONDS (seconds per poll phase,
-# default 15), BENCH_SKIP (comma list of shm,e2e,churn,queue,cluster), BENCH_NICE (run
+# default 15), BENCH_SKIP (comma list of shm,model,e2e,churn,queue,cluster), MODEL_STEPS, BENCH_NICE (run
 # every benchmark process at this nice level, e.g. -5 as root on a machine that
 # is busy with other work; every setup gets the same level; with the kernel's
 # session autogroups the session's group nice is set too, since plain nice only
@@ -56,6 +59,7 @@ ROOT=$(dirname "$HERE")
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 
 CONCERT="$BUILD/concert"
+MODEL_STEPS=${MODEL_STEPS:-50000000}
 [ -x "$CONCERT" ] || CONCERT="$BUILD/src/concert"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/concert-bench.XXXXXX")
@@ -139,6 +143,20 @@ if ! skip shm; then
     section_end shm
   else
     echo "== shared-memory core: $BUILD/bench/shm_bench not built, skipped"
+    echo
+  fi
+fi
+
+if ! skip model; then
+  # The room's rules against their reference model, far longer than in make test.
+  if [ -x "$BUILD/tests/unit/shm/test_shm" ]; then
+    echo "== the room's rules against the model ($MODEL_STEPS random steps)"
+    section_start
+    CONCERT_MODEL_STEPS=$MODEL_STEPS run_driver timeout 1800 "$BUILD/tests/unit/shm/test_shm" \
+      -tc="*random differential run*" || status=1
+    section_end model
+  else
+    echo "== the room's rules against the model: $BUILD/tests/unit/shm/test_shm not built, skipped"
     echo
   fi
 fi

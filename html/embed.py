@@ -7,7 +7,8 @@ usage: embed.py OUTPUT.cpp waiting_room.html queue_full.html busy.html maintenan
 Writes a C++ file defining the std::string_view constants declared in
 src/admission/pages.h (or, with --header, the one named, each constant from
 its own file). The bytes are emitted as escaped string literals, so any
-content (quotes, backslashes, non-ASCII) survives exactly.
+content (quotes, backslashes, non-ASCII) survives exactly. The three error
+pages are the ones html/meson.build makes from notice.html.
 """
 import sys
 

@@ -136,7 +136,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--soak", action="store_true")
-    ap.add_argument("--only", default="", help="substring filter on suite paths")
+    ap.add_argument("--only", default="", help="substring filter on suite paths (a comma list: any of them)")
     ap.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("CONCERT_TEST_JOBS", DEFAULT_JOBS)),
                     help="suites run at once (default %(default)s; 1 runs them one after another)")
     args = ap.parse_args()
@@ -164,7 +164,8 @@ def main():
 
     suites = [Suite("bin", p, build) for p in find_binaries(build)]
     suites += [Suite("py", p, build) for p in find_python_suites(args.soak)]
-    suites = [s for s in suites if args.only in s.path]
+    wanted = [w for w in args.only.split(",") if w]
+    suites = [s for s in suites if not wanted or any(w in s.path for w in wanted)]
 
     started = time.monotonic()
     runner = threading.Thread(target=schedule, args=(suites, durations, args.jobs, env, timeout, log_dir),

@@ -1,15 +1,17 @@
 // The room, the asset tier and the ops endpoints as the data path sees them:
-// factories for per-request guards, the local handlers and the waiting page's
-// event stream. Implemented in page_guard.cpp, asset_guard.cpp,
-// queue_status.cpp, queue_events.cpp, ops.cpp and metrics.cpp; pure logic
-// over the shared segment, no I/O. Every decision the room makes is in this
-// folder; src/worker/ only moves bytes.
+// the gate before routing (screen), factories for per-request guards, the
+// local handlers and the waiting page's event stream. Implemented in
+// screen.cpp, endpoints.cpp, page_guard.cpp, asset_guard.cpp,
+// origin_policy.cpp, queue_status.cpp, queue_events.cpp, ops.cpp and
+// metrics.cpp; pure logic over the shared segment, no I/O. Every decision the
+// room makes is in this folder; src/worker/ only moves bytes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,15 +20,57 @@
 #include "admission/guard.h"
 #include "http/request.h"
 #include "http/response.h"
+#include "http/router.h"
 
 namespace concert::admission {
 
+// The gate every request passes after routing and before any handler or
+// guard, /_room/healthz excepted, while strikes are on (-abuse-threshold): a
+// forged pass is a strike (abuse.h), and a banned client is refused. nullopt:
+// the request goes on; else the answer (403), counted in
+// rejected_banned_total, which closes the connection, is always logged and
+// has the outcome Rejected. `now` and `unix_now`: when the request started.
+// screen.cpp.
+std::optional<http::LocalResponse> screen(const AdmissionContext& context, const http::Request& request,
+                                          http::Route route, Millis now, int64_t unix_now);
+
+// The data path refused the request with `status` before any guard: a
+// malformed or oversized request (400, 413, 414, 431) is a strike against its
+// client; other statuses are not. screen.cpp.
+void refused(const AdmissionContext& context, const http::Request& request, int status, Millis now);
+
+// The guard of a proxied route (Page, LongLived, PrivateAsset, PublicAsset,
+// Bypass; null for any other). endpoints.cpp.
+std::unique_ptr<RequestGuard> makeGuard(const AdmissionContext& context, http::Route route);
+
 // Gated catch-all: room admission (fast path, ticket, waiting page / JSON
 // 429, breaker 503, slot wait), then the concert_admit pass on admission.
-std::unique_ptr<RequestGuard> makePageGuard(const AdmissionContext& context);
+// `long_lived` (-long-lived): admission also takes one of -long-lived-cap
+// (none: 503 + Retry-After, long_lived_refused_total, and the page slot goes
+// straight back), and the page slot goes back once the origin's tunnel or
+// event stream opens (onLongLived); the long-lived slot is held until release().
+std::unique_ptr<RequestGuard> makePageGuard(const AdmissionContext& context, bool long_lived = false);
 
 // -assets (private: pass required) and -asset-public (global cap only).
 std::unique_ptr<RequestGuard> makeAssetGuard(const AdmissionContext& context, bool private_asset);
+
+// A client in -bypass-cidrs, or a -bypass path: proxied at once, nothing
+// held (Outcome::Bypass); the origin's word is heeded as on any response.
+std::unique_ptr<RequestGuard> makeBypassGuard(const AdmissionContext& context);
+
+// The answer of a local endpoint (router.h: every route served here but the
+// event streams), `body` the request body collected for it (a POST to
+// /_room/cap, /_room/mode or /_room/promote; empty otherwise). endpoints.cpp.
+http::LocalResponse answer(const AdmissionContext& context, http::Route route, const http::Request& request,
+                           const std::string& body, Millis now);
+
+// The response headers the origin addresses to Concert (Concert-Session,
+// Concert-Priority; origin_policy.h): never relayed to the client.
+std::span<const std::string_view> originOnlyHeaders();
+
+// The Cookie header the origin gets: the request's cookies without Concert's
+// own (cookies.h); nullopt when none is left.
+std::optional<std::string> originCookie(const http::Request& request);
 
 // GET /queue/status (and OPTIONS -> 204).
 http::LocalResponse handleQueueStatus(const AdmissionContext& context, const http::Request& request, Millis now);
@@ -70,6 +114,10 @@ class EventFeed {
   virtual uint64_t ticket() const = 0;
   static constexpr uint64_t kLast = UINT64_MAX;
 };
+
+// The feed of an event-stream route (QueueEvents, HistoryEvents; null for any
+// other). endpoints.cpp.
+std::unique_ptr<EventFeed> makeFeed(const AdmissionContext& context, http::Route route);
 
 // GET /queue/events: the waiting page learns its turn by push. One object per
 // stream decides what the stream says; the worker owns the connection, the

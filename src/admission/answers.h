@@ -101,10 +101,16 @@ http::LocalResponse busyResponse(const config::Config& config, const http::Reque
 // maintenance", ...} or the maintenance page (-maintenance-html, else built in).
 http::LocalResponse maintenanceResponse(const config::Config& config, const http::Request& request);
 
-// roomFullResponse and busyResponse: 503 + Retry-After, JSON or the page
-// template `html` ({{.Lang}} and {{.Text.NAME}} filled).
+// roomFullResponse, busyResponse and maintenanceResponse: 503 +
+// Retry-After, JSON or the page template `html` ({{.Lang}} and
+// {{.Text.NAME}} filled).
 http::LocalResponse unavailableResponse(const config::Config& config, const http::Request& request,
                                         std::string_view error, std::string_view html);
+
+// The stats snapshot the ops endpoints report (/_room/stats,
+// /_room/metrics): the segment's counters and gauges, and the Setting gauges
+// (shm/gauges.h) from the configuration in effect.
+shm::StatsSnapshot roomStats(const AdmissionContext& context);
 
 // An empty-bodied response with an optional Retry-After (asset tier, ops).
 http::LocalResponse emptyResponse(int status, int retry_after = 0);

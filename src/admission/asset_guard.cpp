@@ -26,6 +26,7 @@
 #include "admission/admission.h"
 #include "admission/answers.h"
 #include "admission/cookies.h"
+#include "admission/origin_policy.h"
 #include "admission/pass.h"
 #include "admission/session.h"
 
@@ -90,6 +91,11 @@ class AssetGuard final : public RequestGuard {
   }
 
   Outcome outcome() const override { return outcome_; }
+
+  void onResponseHead(const http::Request& request, const http::ResponseHead& head, bool detached,
+                      http::Headers& response_headers) override {
+    heedOrigin(context_, request, head, detached, response_headers);
+  }
 
  private:
   enum class State { Start, WaitingPass, WaitingGlobal, Holding, Done };

@@ -13,8 +13,9 @@
 //               timeouts_total): not exported again;
 //   every other counter of shm/counters.h: concert_<key>, so a counter added
 //               to the table shows up here with no change to this file;
-//   kGauges     the gauges of /_room/stats, by name;
-//   kHistograms the two histograms, as _bucket{le}, _sum, _count.
+//   the gauge table of shm/gauges.h: every gauge of /_room/stats, under its
+//               metric name, in table order;
+//   kHistograms the histograms, as _bucket{le}, _sum, _count.
 // Label values come only from these tables: the label sets are fixed.
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -142,56 +143,16 @@ bool covered(Counter c) {
   return std::find(std::begin(kCovered), std::end(kCovered), c) != std::end(kCovered);
 }
 
-// What a gauge reads: the stats snapshot and the configuration.
-struct GaugeInput {
-  const shm::StatsSnapshot& stats;
-  const config::Config& config;
-};
-
-struct Gauge {
-  Family family;
-  double (*value)(const GaugeInput&);
-};
-
-#define CONCERT_GAUGE(name, help, expr)                                                                   \
-  Gauge {                                                                                                 \
-    Family{name, "gauge", help}, [](const GaugeInput& in) -> double { return static_cast<double>(expr); } \
-  }
-
-const Gauge kGauges[] = {
-    CONCERT_GAUGE("concert_page_slots_in_use", "Page slots taken (requests at the origin).", in.stats.occupancy),
-    CONCERT_GAUGE("concert_page_slots_limit", "Page slots (the cap).", in.stats.cap),
-    CONCERT_GAUGE("concert_queue_waiting", "Tickets waiting in line (waiting and returned).",
-                  in.stats.live_queue_depth),
-    CONCERT_GAUGE("concert_queue_depth", "Tickets in line, missed turns included.", in.stats.queue_depth),
-    CONCERT_GAUGE("concert_max_queue_depth", "The breaker: tickets in line beyond which arrivals get 503.",
-                  in.config.max_queue),
-    CONCERT_GAUGE("concert_utilization", "Smoothed page slot utilization (0..1).", in.stats.utilization),
-    CONCERT_GAUGE("concert_asset_cap", "Asset slots.", in.stats.asset_cap),
-    CONCERT_GAUGE("concert_asset_in_flight", "Asset slots taken.", in.stats.asset_in_flight),
-    CONCERT_GAUGE("concert_asset_users", "Users holding asset slots.", in.stats.asset_users),
-    CONCERT_GAUGE("concert_asset_user_cap_h1", "Asset slots per HTTP/1 user.", in.config.asset_user_cap_h1),
-    CONCERT_GAUGE("concert_asset_user_cap_h2", "Asset slots per HTTP/2 user.", in.config.asset_user_cap_h2),
-    CONCERT_GAUGE("concert_long_lived_cap", "Long-lived connection slots.", in.stats.long_lived_cap),
-    CONCERT_GAUGE("concert_long_lived_in_use", "Open long-lived connections (tunnels, event streams).",
-                  in.stats.long_lived_in_use),
-    CONCERT_GAUGE("concert_banned_clients", "Clients banned now.", in.stats.banned_clients),
-    CONCERT_GAUGE("concert_workers", "Live worker processes.", in.stats.workers),
-    CONCERT_GAUGE("concert_generation", "Configuration generation (1 at start, +1 per reload).", in.stats.generation),
-    CONCERT_GAUGE("concert_token_ttl_seconds", "How long an unseen ticket keeps its place (-token-ttl).",
-                  in.config.token_ttl / 1000.0),
-};
-
-// -cluster only (shm/cluster.h): the engine and this host's part in the room.
-const Gauge kClusterGauges[] = {
-    CONCERT_GAUGE("concert_cluster_engine_up", "1 while the cluster engine answers in time, else 0.",
-                  in.stats.cluster_engine_up ? 1 : 0),
-    CONCERT_GAUGE("concert_cluster_hosts", "Hosts sharing the room, as last seen in the engine.",
-                  in.stats.cluster_hosts),
-    CONCERT_GAUGE("concert_cluster_slots_reserved", "Slots of the room's cap this host holds.",
-                  in.stats.cluster_slots_reserved),
-};
-#undef CONCERT_GAUGE
+// A gauge's /_room/metrics value by its kind (shm/gauges.h).
+template <shm::GaugeKind kKind, typename T>
+double gaugeMetricValue(T value) {
+  if constexpr (kKind == shm::GaugeKind::Duration)
+    return static_cast<double>(value) / 1000.0;  // milliseconds -> seconds
+  else if constexpr (kKind == shm::GaugeKind::Flag)
+    return value ? 1 : 0;
+  else
+    return static_cast<double>(value);
+}
 
 struct HistogramRow {
   Family family;
@@ -243,19 +204,23 @@ std::string clientText(const std::array<uint8_t, 16>& key) {
 
 std::string renderMetrics(const AdmissionContext& context) {
   const shm::Segment& segment = *context.segment;
-  const shm::StatsSnapshot stats = context.segment->stats().snapshot();
+  const shm::StatsSnapshot stats = roomStats(context);
   std::string out;
   out.reserve(16 * 1024);
 
-  auto gauge = [&](const Gauge& g) {
-    appendHeader(out, g.family);
+  // The gauge table (shm/gauges.h), in its order.
+  auto gauge = [&out](const Family& family, double v) {
+    appendHeader(out, family);
     std::string value;
-    appendNumber(value, g.value(GaugeInput{stats, *context.config}));
-    appendSample(out, g.family.name, "", value);
+    appendNumber(value, v);
+    appendSample(out, family.name, "", value);
   };
-  for (const Gauge& g : kGauges) gauge(g);
+#define CONCERT_GAUGE_METRIC(key, kind, source, metric, help)       \
+  if (shm::gaugeReported(shm::GaugeSource::source, stats.cluster)) \
+    gauge(Family{metric, "gauge", help}, gaugeMetricValue<shm::GaugeKind::kind>(stats.key));
+  CONCERT_GAUGES(CONCERT_GAUGE_METRIC)
+#undef CONCERT_GAUGE_METRIC
   if (stats.cluster) {
-    for (const Gauge& g : kClusterGauges) gauge(g);
     const std::string trips = "concert_cluster_engine_round_trips_total";
     appendHeader(out, Family{trips, "counter", "Round trips to the cluster engine."});
     appendSample(out, trips, "", std::to_string(segment.cluster().roundTrips()));

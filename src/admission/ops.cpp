@@ -56,42 +56,49 @@ http::LocalResponse handleHealthz(const AdmissionContext&, const http::Request&)
   return r;
 }
 
+shm::StatsSnapshot roomStats(const AdmissionContext& context) {
+  shm::StatsSnapshot s = context.segment->stats().snapshot();
+  // The Setting gauges (shm/gauges.h): the configuration in effect.
+  const config::Config& config = *context.config;
+  s.max_queue_depth = config.max_queue;
+  s.asset_user_cap_h1 = config.asset_user_cap_h1;
+  s.asset_user_cap_h2 = config.asset_user_cap_h2;
+  s.token_ttl = config.token_ttl;
+  return s;
+}
+
+namespace {
+
+// A gauge's /_room/stats value by its kind (shm/gauges.h).
+using StatsValue = std::variant<int64_t, uint64_t, double, std::string>;
+
+template <shm::GaugeKind kKind, typename T>
+StatsValue gaugeStatsValue(T value) {
+  if constexpr (kKind == shm::GaugeKind::Duration)
+    return config::goDurationString(value);
+  else if constexpr (kKind == shm::GaugeKind::Flag)
+    return int64_t{value ? 1 : 0};
+  else
+    return value;
+}
+
+}  // namespace
+
 http::LocalResponse handleStats(const AdmissionContext& context, const http::Request&) {
   const config::Config& config = *context.config;
-  shm::StatsSnapshot s = context.segment->stats().snapshot();
-  // Every counter of the table (shm/counters.h) under its key, and the
-  // gauges and settings below; keys in sorted order, as Go's encoding/json
-  // writes a map.
-  using Value = std::variant<int64_t, uint64_t, double, std::string>;
-  std::vector<std::pair<std::string_view, Value>> fields = {
-      {"asset_cap", int64_t{s.asset_cap}},
-      {"asset_in_flight", s.asset_in_flight},
-      {"asset_user_cap_h1", int64_t{config.asset_user_cap_h1}},
-      {"asset_user_cap_h2", int64_t{config.asset_user_cap_h2}},
-      {"asset_users", s.asset_users},
-      {"banned_clients", s.banned_clients},
-      {"cap", int64_t{s.cap}},
-      {"generation", uint64_t{s.generation}},
-      {"live_queue_depth", s.live_queue_depth},
-      {"long_lived_cap", int64_t{s.long_lived_cap}},
-      {"long_lived_in_use", s.long_lived_in_use},
-      {"max_queue_depth", config.max_queue},
-      {"occupancy", s.occupancy},
-      {"queue_depth", s.queue_depth},
-      {"token_ttl", config::goDurationString(config.token_ttl)},
-      {"upstream", config.upstream.raw},
-      {"utilization", s.utilization},
-      {"workers", uint64_t{s.workers}},
-  };
+  const shm::StatsSnapshot s = roomStats(context);
+  // Every gauge (shm/gauges.h) and counter (shm/counters.h) of the tables
+  // under its key, and the upstream; keys in sorted order, as Go's
+  // encoding/json writes a map.
+  std::vector<std::pair<std::string_view, StatsValue>> fields = {{"upstream", config.upstream.raw}};
+#define CONCERT_GAUGE_STATS(key, kind, source, metric, help)    \
+  if (shm::gaugeReported(shm::GaugeSource::source, s.cluster)) \
+    fields.emplace_back(#key, gaugeStatsValue<shm::GaugeKind::kind>(s.key));
+  CONCERT_GAUGES(CONCERT_GAUGE_STATS)
+#undef CONCERT_GAUGE_STATS
   for (shm::Counter c : shm::kAllCounters) fields.emplace_back(shm::counterKey(c), s.counter(c));
-  if (s.cluster) {
-    // -cluster (shm/cluster.h): cap is the room's, occupancy this host's.
-    const shm::ClusterLine& cluster = context.segment->cluster();
-    fields.emplace_back("cluster_engine_up", int64_t{s.cluster_engine_up ? 1 : 0});
-    fields.emplace_back("cluster_engine_round_trips_total", cluster.roundTrips());
-    fields.emplace_back("cluster_hosts", int64_t{s.cluster_hosts});
-    fields.emplace_back("cluster_slots_reserved", s.cluster_slots_reserved);
-  }
+  // -cluster (shm/cluster.h): the engine's round trips, counted by the agent.
+  if (s.cluster) fields.emplace_back("cluster_engine_round_trips_total", context.segment->cluster().roundTrips());
   std::sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   common::JsonObject body;
   for (const auto& [key, value] : fields) std::visit([&body, key](const auto& v) { body.add(key, v); }, value);

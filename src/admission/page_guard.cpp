@@ -42,12 +42,12 @@
 // valid unused invitation waits at rank 0; one whose session pass carries a
 // priority cookie (priority.h) at 1 + its class; a plain session at
 // kSessionRank. All of them wait like sessions below, and a freed slot goes
-// to the best rank waiting (shm/sessions.h). Reject mode lets every rank
+// to the best rank waiting (room.h). Reject mode lets every rank
 // through, as it does sessions.
 //
 // Sessions. A request with a valid concert_admit pass (session.h) never gets
 // the waiting page: it takes a slot when the line is not owed one
-// (shm/sessions.h), else it is held on its connection ahead of every ticket,
+// (room.h), else it is held on its connection ahead of every ticket,
 // for at most -session-hold, then answered 503 + Retry-After.
 //
 //   Start ──(session, slot for it)──────────────────────────────────────▶ Holding
@@ -82,8 +82,8 @@
 // claim outside a hold), _held_total (a claim while Held), _session_total
 // (takeSessionSlot). Each rejection here counts once by reason:
 // rejected_full_total (issue() met the breaker or a full ring),
-// _client_limit_total, _banned_total (banned while held; the worker counts
-// the bans it answers before any guard), _busy_total (busy()).
+// _client_limit_total, _banned_total (banned while held; screen() counts
+// the bans answered before any guard), _busy_total (busy()).
 // Room modes (shm/modes.h) and the admission rate (shm/admit_rate.h).
 //   pause        nobody goes straight in and no ticket's turn comes: new
 //                arrivals queue, the waiting keep their places, sessions go
@@ -106,8 +106,10 @@
 #include "admission/abuse.h"
 #include "admission/answers.h"
 #include "admission/cookies.h"
+#include "admission/origin_policy.h"
 #include "admission/pass.h"
 #include "admission/priority.h"
+#include "admission/room.h"
 #include "admission/room_pass.h"
 #include "admission/saturation_log.h"
 #include "admission/session.h"
@@ -121,11 +123,20 @@ class PageGuard final : public RequestGuard {
   // place it (one round of the cluster agent, cluster/agent.h, is 100 ms).
   static constexpr Millis kPlaceWait = 1'000;
 
-  explicit PageGuard(const AdmissionContext& context)
-      : context_(context), config_(*context.config), waiters_(*context.waiters) {}
+  PageGuard(const AdmissionContext& context, bool long_lived)
+      : long_lived_(long_lived),
+        context_(context), config_(*context.config), waiters_(*context.waiters), room_(*context.segment) {}
   ~PageGuard() override { release(); }
 
   Admission admit(const http::Request& request, Millis now) override {
+    Admission a = next(request, now);
+    if (a.kind == Admission::Kind::Proceed && long_lived_ && !long_lived_slot_ && !takeLongLivedSlot())
+      return longLivedRefused();
+    return a;
+  }
+
+  // What admit() answers, -long-lived-cap aside.
+  Admission next(const http::Request& request, Millis now) {
     switch (state_) {
       case State::Start: return start(request, now);
       case State::Held: return retryHold(request, now);
@@ -160,26 +171,64 @@ class PageGuard final : public RequestGuard {
     }
     if (state_ == State::SessionHeld) unspend();
     leaveSessionWait();
-    if (holding_page_) {
-      holding_page_ = false;
-      // Edge-triggered like the original: only the full -> not-full step logs.
-      bool was_full = segment().pages().occupancy() == segment().pages().cap();
-      segment().pages().release(context_.slot);
-      if (was_full) logEdge("draining");
+    releasePage();
+    if (long_lived_slot_) {
+      long_lived_slot_ = false;
+      segment().longLived().release(context_.slot);
     }
     state_ = State::Done;
   }
 
   Outcome outcome() const override { return outcome_; }
 
+  void onResponseHead(const http::Request& request, const http::ResponseHead& head, bool detached,
+                      http::Headers& response_headers) override {
+    heedOrigin(context_, request, head, detached, response_headers);
+  }
+
+  // A long-lived path's tunnel or event stream is open: its page slot goes
+  // back to the room, the long-lived slot stays until it closes. Elsewhere a
+  // tunnel keeps its page slot, as any request does.
+  void onLongLived() override {
+    if (long_lived_) releasePage();
+  }
+
  private:
   enum class State { Start, Held, SessionHeld, Holding, Done };
+
+  void releasePage() {
+    if (!holding_page_) return;
+    holding_page_ = false;
+    // Edge-triggered like the original: only the full -> not-full step logs.
+    bool was_full = segment().pages().occupancy() == segment().pages().cap();
+    segment().pages().release(context_.slot);
+    if (was_full) logEdge("draining");
+  }
+
+  // One of -long-lived-cap, taken once the request is admitted.
+  bool takeLongLivedSlot() {
+    if (!segment().longLived().tryAcquire(context_.slot)) {
+      count(shm::Counter::LongLivedRefusedTotal);
+      return false;
+    }
+    long_lived_slot_ = true;
+    return true;
+  }
+
+  // -long-lived-cap is reached: the page slot goes straight back. The request
+  // was admitted (and counted so) before the cap refused it.
+  Admission longLivedRefused() {
+    release();
+    http::LocalResponse r = http::plainText(503, "too many long-lived connections\n");
+    r.headers.push_back({"Retry-After", std::to_string(std::max(1, config_.retry_after))});
+    return respond(std::move(r), outcome_);
+  }
 
   shm::Segment& segment() const { return *context_.segment; }
   shm::Line& tickets() const { return segment().line(); }
 
   Admission start(const http::Request& request, Millis now) {
-    const shm::RoomMode mode = segment().modes().mode();
+    const shm::RoomMode mode = room_.mode();
     if (mode == shm::RoomMode::Passthrough) return passthrough(request);
     if (std::optional<int> rank = rankOf(request, now)) {
       rank_ = *rank;
@@ -287,22 +336,10 @@ class PageGuard final : public RequestGuard {
     return respond(roomFullResponse(config_, request), Outcome::Rejected);
   }
 
-  // Straight in: the room is open, nobody waits, a page slot is free and the
-  // admission rate has a token for it.
+  // Straight in (Room::straightIn): the slot is ours to release.
   bool straightIn() {
-    // lineMoves: not in a scheduled sale's pre-queue either (shm/sale.h).
-    if (segment().modes().mode() != shm::RoomMode::Open || !segment().modes().lineMoves()) return false;
-    if (tickets().liveQueueDepth() != 0 || segment().sessions().waiting() != 0) return false;
-    if (!segment().pages().tryAcquire(context_.slot)) {
-      segment().cluster().wantSlot();
-      return false;
-    }
-    if (!segment().admitRate().take(monotonicNs())) {
-      segment().pages().release(context_.slot);
-      return false;
-    }
-    holding_page_ = true;
-    return true;
+    holding_page_ = room_.straightIn(context_.slot);
+    return holding_page_;
   }
 
   // Passthrough: to the origin whatever the cap says (see the top of the file).
@@ -311,7 +348,7 @@ class PageGuard final : public RequestGuard {
     std::optional<shm::TicketCookie> cookie = value ? decodeTicketCookie(*value) : std::nullopt;
     if (cookie) tickets().claim(*cookie);  // its turn has come: the ticket leaves the line
     const bool counted = !sessionPass(context_, request, unixSeconds());
-    const bool nobody_waits = tickets().liveQueueDepth() == 0 && segment().sessions().waiting() == 0;
+    const bool nobody_waits = room_.nobodyWaits();
     const bool slot = goThrough();
     if (counted && (!slot || !nobody_waits)) segment().stats().count(shm::Counter::WouldQueueTotal);
     count(counted ? shm::Counter::AdmissionsDirectTotal : shm::Counter::AdmissionsSessionTotal);
@@ -327,7 +364,7 @@ class PageGuard final : public RequestGuard {
   // A held request (ticket or session) looked at again after the mode
   // changed to reject or passthrough: the answer it gets now, if any.
   std::optional<Admission> modeChanged(const http::Request& request) {
-    const shm::RoomMode mode = segment().modes().mode();
+    const shm::RoomMode mode = room_.mode();
     if (mode == shm::RoomMode::Passthrough) {
       if (state_ == State::Held) {
         leaveHold();
@@ -363,22 +400,14 @@ class PageGuard final : public RequestGuard {
     return respond(ticketLimitResponse(config_, request), Outcome::Rejected);
   }
 
-  // A page slot, then the claim; the slot goes back if the claim fails.
+  // The ticket's turn (Room::takeTurn): a page slot, then the claim.
   bool takeTurn(const shm::TicketCookie& cookie) {
-    if (!segment().pages().tryAcquire(context_.slot)) {
-      segment().cluster().wantSlot();  // -cluster: this host's share is spent; the agent asks for more
-      return false;
-    }
     shm::Claimed claimed;
-    if (tickets().claim(cookie, &claimed)) {
-      holding_page_ = true;
-      segment().sessions().lineAdmitted();
-      segment().histograms().observe(shm::Histogram::QueueWait, context_.slot, claimed.waited * 1000);
-      count(state_ == State::Held ? shm::Counter::AdmissionsHeldTotal : shm::Counter::AdmissionsLineTotal);
-      return true;
-    }
-    segment().pages().release(context_.slot);
-    return false;
+    if (!room_.takeTurn(context_.slot, cookie, &claimed)) return false;
+    holding_page_ = true;
+    segment().histograms().observe(shm::Histogram::QueueWait, context_.slot, claimed.waited * 1000);
+    count(state_ == State::Held ? shm::Counter::AdmissionsHeldTotal : shm::Counter::AdmissionsLineTotal);
+    return true;
   }
 
   bool holds() const { return config_.queue_hold > 0 && !waiters_.draining(); }
@@ -540,24 +569,11 @@ class PageGuard final : public RequestGuard {
     return a;
   }
 
-  // A slot for a ranked request: any free one the line is not owed and no
-  // better rank waits for (shm/sessions.h). The line is owed only what it
-  // could take now: nothing while it stands still (pause, reject, a sale's
-  // pre-queue), and no more than the admission rate's tokens, else sessions
-  // would wait for slots nobody may use.
+  // A slot for a ranked request (Room::takeRankedSlot): any free one the
+  // line is not owed and no better rank waits for.
   bool takeSessionSlot() {
-    shm::Sessions& sessions = segment().sessions();
-    const int64_t line = tickets().liveQueueDepth();
-    const int64_t free = static_cast<int64_t>(segment().pages().cap()) - segment().pages().occupancy();
-    const int64_t owed = segment().modes().lineMoves()
-                             ? std::min(sessions.owed(line), segment().admitRate().available(monotonicNs()))
-                             : 0;
-    if (free - owed - sessions.waitingAhead(rank_) <= 0 || !segment().pages().tryAcquire(context_.slot)) {
-      segment().cluster().wantSlot();  // -cluster: this host's share is spent; the agent asks for more
-      return false;
-    }
+    if (!room_.takeRankedSlot(context_.slot, rank_, config_.newcomer_share)) return false;
     holding_page_ = true;
-    if (segment().modes().lineMoves()) sessions.sessionAdmitted(line, config_.newcomer_share);
     count(rank_ == shm::kSessionRank ? shm::Counter::AdmissionsSessionTotal : shm::Counter::AdmissionsPriorityTotal);
     spent_.reset();  // a single-use token used: it stays spent
     return true;
@@ -627,9 +643,12 @@ class PageGuard final : public RequestGuard {
     if (context_.saturation) context_.saturation->edge(segment(), what, monotonicMs());
   }
 
+  const bool long_lived_;         // -long-lived: see makePageGuard
+  bool long_lived_slot_ = false;  // holds one of -long-lived-cap
   const AdmissionContext& context_;
   const config::Config& config_;
   Waiters& waiters_;
+  Room room_;
   State state_ = State::Start;
   Outcome outcome_ = Outcome::Rejected;
   bool holding_page_ = false;
@@ -649,8 +668,8 @@ class PageGuard final : public RequestGuard {
 
 }  // namespace
 
-std::unique_ptr<RequestGuard> makePageGuard(const AdmissionContext& context) {
-  return std::make_unique<PageGuard>(context);
+std::unique_ptr<RequestGuard> makePageGuard(const AdmissionContext& context, bool long_lived) {
+  return std::make_unique<PageGuard>(context, long_lived);
 }
 
 }  // namespace concert::admission

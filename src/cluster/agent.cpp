@@ -83,7 +83,7 @@ class Agent {
       : config_(*context.config),
         segment_(*context.segment),
         cluster_(segment_.cluster()),
-        host_(hostName(context.master_pid)),
+        host_(hostName(segment_.cluster().hostId())),
         endpoint_("redis://" + config_.cluster_url.host + ":" + std::to_string(config_.cluster_url.port)),
         hosts_seen_(std::max(1, cluster_.hosts())) {}  // an agent started again keeps what the last one saw
 
@@ -312,12 +312,15 @@ class Agent {
     r.lease = config_.cluster_lease;
     r.busy = segment_.pages().occupancy();
     r.wanted = static_cast<int64_t>(std::min<uint64_t>(cluster_.takeWanted(), 1'000'000));
+    // A value changed here since the last round goes to the room, and so
+    // does one a reload changed in the file (a new agent has no last round).
+    pushing_ = cluster_.pendingPush();
     sent_cap_ = cluster_.cap();
     r.cap = sent_cap_;
-    r.push_cap = synced_cap_ != 0 && sent_cap_ != synced_cap_;
+    r.push_cap = (synced_cap_ != 0 && sent_cap_ != synced_cap_) || (pushing_ & shm::ClusterLine::kPushCap) != 0;
     sent_mode_ = std::string(shm::roomModeName(segment_.modes().mode()));
     r.mode = sent_mode_;
-    r.push_mode = !synced_mode_.empty() && sent_mode_ != synced_mode_;
+    r.push_mode = (!synced_mode_.empty() && sent_mode_ != synced_mode_) || (pushing_ & shm::ClusterLine::kPushMode) != 0;
     r.epoch = epoch_;
     r.new_epoch = randomWord();
     if (blockWanted(now)) {
@@ -359,6 +362,8 @@ class Agent {
     }
     const Millis now = monotonicMs();
     sync_ = *sync;
+    if (pushing_ != 0) cluster_.pushed(pushing_);  // the engine has the reload's values now
+    pushing_ = 0;
     const bool lost = sync->lost && !epoch_.empty();
     if (lost) reenroll();  // before the notes of this round, which the engine refused
     epoch_ = sync->epoch;
@@ -517,6 +522,7 @@ class Agent {
   std::string epoch_;
   int64_t version_ = -1;
   int64_t marks_version_ = -1;
+  uint32_t pushing_ = 0;  // what this round pushes because a reload asked (ClusterLine::pendingPush)
   int64_t synced_cap_ = 0;
   int64_t sent_cap_ = 0;
   std::string synced_mode_;
@@ -529,10 +535,12 @@ class Agent {
 
 }  // namespace
 
-std::string hostName(int master_pid) {
+std::string hostName(uint64_t host_id) {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) std::strcpy(name, "localhost");
-  return std::string(name) + ":" + std::to_string(master_pid);
+  char id[20];
+  std::snprintf(id, sizeof id, "%016" PRIx64, host_id);
+  return std::string(name) + ":" + id;
 }
 
 void runAgentProcess(const AgentContext& context) {

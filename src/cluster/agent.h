@@ -54,8 +54,10 @@ struct AgentContext {
 // In the forked child: runs the agent and exits.
 [[noreturn]] void runAgentProcess(const AgentContext& context);
 
-// The host's name in the engine: host name and master pid, stable across a
-// reload and an agent restart, distinct for two Concerts on one machine.
-std::string hostName(int master_pid);
+// The host's name in the engine: the machine's name (for people reading the
+// room's keys) and the segment's random host id (ClusterLine::hostId), so it
+// is stable across a reload and an agent restart and distinct for any two
+// Concerts, even two containers with one host name whose masters are pid 1.
+std::string hostName(uint64_t host_id);
 
 }  // namespace concert::cluster

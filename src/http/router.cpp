@@ -6,31 +6,78 @@
 // instead of being proxied (deliberate improvement over the original).
 #include "http/router.h"
 
+#include <array>
+
 namespace concert::http {
 
 namespace {
 
-constexpr std::string_view kQueueStatus = "/queue/status";
-constexpr std::string_view kQueueEvents = "/queue/events";
-constexpr std::string_view kQueuePromote = "/queue/promote";
-constexpr std::string_view kPromote = "/_room/promote";
-constexpr std::string_view kHealthz = "/_room/healthz";
-constexpr std::string_view kStats = "/_room/stats";
-constexpr std::string_view kCap = "/_room/cap";
-constexpr std::string_view kQueue = "/_room/queue";
-constexpr std::string_view kQueueItem = "/_room/queue/";  // + a ticket reference
 constexpr std::string_view kRoomPrefix = "/_room/";
+constexpr std::string_view kQueuePrefix = "/queue/";
+constexpr std::string_view kHealthz = "/_room/healthz";
 
-bool startsWith(std::string_view s, std::string_view prefix) {
+constexpr bool startsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
-constexpr std::string_view kMetrics = "/_room/metrics";
-constexpr std::string_view kReport = "/_room/report";
-constexpr std::string_view kDashboard = "/_room/";
-constexpr std::string_view kDashboardScript = "/_room/chart.js";
-constexpr std::string_view kHistory = "/_room/history";
-constexpr std::string_view kHistoryEvents = "/_room/history/events";
-constexpr std::string_view kMode = "/_room/mode";
+
+using L = Listener;
+using S = Serve;
+
+// Each method list: HEAD is served wherever GET is, except on a long-lived
+// stream (HEAD would have no body to describe) and on /queue/promote (a link
+// checker's HEAD must not spend a single-use link).
+// clang-format off
+constexpr std::array<Endpoint, 23> kEndpoints = {{
+  // route                  path                     prefix methods               listener   serve       body   logged
+  {Route::QueueStatus,      "/queue/status",         false, "GET, HEAD, OPTIONS", L::Public, S::Local,   false, false},
+  {Route::QueueEvents,      "/queue/events",         false, "GET",                L::Public, S::Stream,  false, false},
+  {Route::QueuePromote,     "/queue/promote",        false, "GET",                L::Public, S::Local,   false, true},
+  {Route::Promote,          "/_room/promote",        false, "POST",               L::Admin,  S::Local,   true,  true},
+  {Route::Healthz,          kHealthz,                false, "GET, HEAD",          L::Both,   S::Local,   false, false},
+  {Route::Stats,            "/_room/stats",          false, "GET, HEAD",          L::Admin,  S::Local,   false, true},
+  {Route::Cap,              "/_room/cap",            false, "POST",               L::Admin,  S::Local,   true,  true},
+  {Route::Mode,             "/_room/mode",           false, "GET, HEAD, POST",    L::Admin,  S::Local,   true,  true},
+  {Route::QueueList,        "/_room/queue",          false, "GET, HEAD",          L::Admin,  S::Local,   false, true},
+  {Route::QueueRemove,      "/_room/queue/",         true,  "DELETE",             L::Admin,  S::Local,   false, true},
+  {Route::NotFound,         "",                      false, "",                   L::Public, S::Refused, false, true},
+  {Route::Metrics,          "/_room/metrics",        false, "GET, HEAD",          L::Admin,  S::Local,   false, true},
+  {Route::Report,           "/_room/report",         false, "GET, HEAD",          L::Admin,  S::Local,   false, true},
+  {Route::Dashboard,        "/_room/",               false, "GET, HEAD",          L::Admin,  S::Local,   false, true},
+  {Route::DashboardScript,  "/_room/chart.js",       false, "GET, HEAD",          L::Admin,  S::Local,   false, true},
+  {Route::History,          "/_room/history",        false, "GET, HEAD",          L::Admin,  S::Local,   false, true},
+  {Route::HistoryEvents,    "/_room/history/events", false, "GET",                L::Admin,  S::Stream,  false, true},
+  {Route::MethodNotAllowed, "",                      false, "",                   L::Public, S::Refused, false, true},
+  {Route::Bypass,           "",                      false, "",                   L::Public, S::Proxied, false, true},
+  {Route::PrivateAsset,     "",                      false, "",                   L::Public, S::Proxied, false, false},
+  {Route::PublicAsset,      "",                      false, "",                   L::Public, S::Proxied, false, false},
+  {Route::LongLived,        "",                      false, "",                   L::Public, S::Proxied, false, true},
+  {Route::Page,             "",                      false, "",                   L::Public, S::Proxied, false, true},
+}};
+// clang-format on
+
+constexpr bool wellFormed() {
+  for (size_t i = 0; i < kEndpoints.size(); ++i) {
+    const Endpoint& e = kEndpoints[i];
+    if (static_cast<size_t>(e.route) != i) return false;  // endpoint() indexes by route
+    // Only a path under these prefixes is ever looked up (route()), and only
+    // /_room/ paths may be the admin listener's.
+    if (!e.path.empty() && !startsWith(e.path, kRoomPrefix) && !startsWith(e.path, kQueuePrefix)) return false;
+    if (e.listener != Listener::Public && !startsWith(e.path, kRoomPrefix)) return false;
+    if (e.path.empty() != e.methods.empty()) return false;
+  }
+  return true;
+}
+static_assert(wellFormed());
+
+// The reserved path `decoded_path` names, if any.
+const Endpoint* reserved(std::string_view decoded_path) {
+  for (const Endpoint& e : kEndpoints) {
+    if (e.path.empty()) continue;
+    if (e.prefix ? decoded_path.size() > e.path.size() && startsWith(decoded_path, e.path) : decoded_path == e.path)
+      return &e;
+  }
+  return nullptr;
+}
 
 bool matchesAny(const config::PathList& rules, std::string_view path) {
   for (const config::PathRule& rule : rules)
@@ -40,54 +87,42 @@ bool matchesAny(const config::PathList& rules, std::string_view path) {
 
 }  // namespace
 
+bool Endpoint::serves(std::string_view method) const {
+  for (std::string_view rest = methods; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == method) return true;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  }
+  return false;
+}
+
+std::span<const Endpoint> endpoints() {
+  return kEndpoints;
+}
+
+const Endpoint& endpoint(Route route) {
+  return kEndpoints[static_cast<size_t>(route)];
+}
+
 std::string_view allowedMethods(std::string_view decoded_path) {
-  if (decoded_path == kQueueStatus) return "GET, HEAD, OPTIONS";
-  if (decoded_path == kQueueEvents) return "GET";
-  if (decoded_path == kQueuePromote) return "GET";
-  if (decoded_path == kPromote) return "POST";
-  if (decoded_path == kHealthz || decoded_path == kStats) return "GET, HEAD";
-  if (decoded_path == kCap) return "POST";
-  if (decoded_path == kQueue) return "GET, HEAD";
-  if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size()) return "DELETE";
-  if (decoded_path == kMetrics || decoded_path == kReport) return "GET, HEAD";
-  if (decoded_path == kDashboard || decoded_path == kDashboardScript || decoded_path == kHistory) return "GET, HEAD";
-  if (decoded_path == kHistoryEvents) return "GET";
-  if (decoded_path == kMode) return "GET, HEAD, POST";
-  return {};
+  const Endpoint* e = reserved(decoded_path);
+  return e ? e->methods : std::string_view();
 }
 
 Route route(const config::Config& config, std::string_view method, std::string_view decoded_path,
             bool bypass_client, bool admin_listener) {
+  const bool room_path = startsWith(decoded_path, kRoomPrefix);
+  // A site's own pages never pay for the table.
+  const Endpoint* e = room_path || startsWith(decoded_path, kQueuePrefix) ? reserved(decoded_path) : nullptr;
   // -admin-listen: the admin listener serves /_room/ and nothing else; the
   // public one everything but /_room/ (healthz stays, for load balancers).
-  const bool room_path = startsWith(decoded_path, kRoomPrefix);
-  if (admin_listener && !room_path) return Route::NotFound;
-  if (!admin_listener && room_path && !config.admin_listen.empty() && decoded_path != kHealthz)
-    return Route::NotFound;
-  const bool get_or_head = method == "GET" || method == "HEAD";
-  const auto only = [](bool allowed, Route route) { return allowed ? route : Route::MethodNotAllowed; };
-  if (decoded_path == kQueueStatus) return only(get_or_head || method == "OPTIONS", Route::QueueStatus);
-  // A long-lived stream: HEAD would have no body to describe, OPTIONS no use.
-  if (decoded_path == kQueueEvents) return only(method == "GET", Route::QueueEvents);
-  // GET only: a HEAD (a link checker) must not spend a single-use link.
-  if (decoded_path == kQueuePromote) return only(method == "GET", Route::QueuePromote);
-  if (room_path) {  // a site's own pages never pay for the comparisons below
-    if (decoded_path == kHealthz) return only(get_or_head, Route::Healthz);
-    if (decoded_path == kStats) return only(get_or_head, Route::Stats);
-    if (decoded_path == kCap) return only(method == "POST", Route::Cap);
-    if (decoded_path == kPromote) return only(method == "POST", Route::Promote);
-    if (decoded_path == kQueue) return only(get_or_head, Route::QueueList);
-    if (startsWith(decoded_path, kQueueItem) && decoded_path.size() > kQueueItem.size())
-      return only(method == "DELETE", Route::QueueRemove);
-    if (decoded_path == kMetrics) return only(get_or_head, Route::Metrics);
-    if (decoded_path == kReport) return only(get_or_head, Route::Report);
-    if (decoded_path == kDashboard) return only(get_or_head, Route::Dashboard);
-    if (decoded_path == kDashboardScript) return only(get_or_head, Route::DashboardScript);
-    if (decoded_path == kHistory) return only(get_or_head, Route::History);
-    if (decoded_path == kHistoryEvents) return only(method == "GET", Route::HistoryEvents);
-    if (decoded_path == kMode) return only(get_or_head || method == "POST", Route::Mode);
-    if (admin_listener) return Route::NotFound;
-  }
+  const Listener listener = e ? e->listener : room_path ? Listener::Admin : Listener::Public;
+  if (admin_listener && listener == Listener::Public) return Route::NotFound;
+  if (!admin_listener && listener == Listener::Admin && !config.admin_listen.empty()) return Route::NotFound;
+  if (e) return e->serves(method) ? e->route : Route::MethodNotAllowed;
+  if (admin_listener) return Route::NotFound;
   if (bypass_client || matchesAny(config.bypass, decoded_path)) return Route::Bypass;
   if (matchesAny(config.assets, decoded_path)) return Route::PrivateAsset;
   if (matchesAny(config.asset_public, decoded_path)) return Route::PublicAsset;

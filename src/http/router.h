@@ -1,4 +1,6 @@
-// Routing of a parsed request head, in this order:
+// Routing of a parsed request head, from one table of endpoints (every
+// Route, with its path, methods, listener and how it is served), in this
+// order:
 //   with -admin-listen, /_room/ paths but healthz on the public listener, and
 //   anything but /_room/ on the admin one -> 404
 //   reserved paths (/queue/status, /queue/events, /queue/promote, /_room/healthz, /_room/stats,
@@ -14,6 +16,7 @@
 // ignored.
 #pragma once
 
+#include <span>
 #include <string_view>
 
 #include "config/config.h"
@@ -45,6 +48,39 @@ enum class Route {
   LongLived,  // -long-lived: a page whose slot is returned once its tunnel or stream opens
   Page,
 };
+
+// Which listener serves a path when -admin-listen is set (without it the one
+// listener serves everything).
+enum class Listener {
+  Public,  // the site and /queue/: 404 on the admin listener
+  Admin,   // /_room/: 404 on the public listener
+  Both,    // /_room/healthz, for load balancers
+};
+
+// How the data path serves a route.
+enum class Serve {
+  Local,    // answered at once by admission (admission::answer), a POST's body read first when collects_body
+  Stream,   // an event stream answered locally (admission::makeFeed)
+  Proxied,  // a guard (admission::makeGuard), then the origin
+  Refused,  // 404, or 405 + Allow
+};
+
+struct Endpoint {
+  Route route;
+  std::string_view path;     // reserved paths only; "" for routes the configuration's path rules choose
+  bool prefix;               // `path` is a prefix, and something must follow it (/_room/queue/<ticket>)
+  std::string_view methods;  // the methods served, as the Allow header lists them ("" for any)
+  Listener listener;
+  Serve serve;
+  bool collects_body;  // a POST's body (a small JSON document) is read whole before the answer
+  bool logged;         // the request is written to the access log (a banned one always is)
+
+  bool serves(std::string_view method) const;
+};
+
+// Every route, in the order of the enum.
+std::span<const Endpoint> endpoints();
+const Endpoint& endpoint(Route route);
 
 // `bypass_client`: the client address (after -trusted-proxies) is in
 // -bypass-cidrs; every path but the reserved ones is then Bypass.

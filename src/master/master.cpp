@@ -58,6 +58,7 @@
 #include <memory>
 
 #include "common/clock.h"
+#include "admission/room.h"
 #include "cluster/agent.h"
 #include "common/log.h"
 #include "config/config.h"
@@ -101,9 +102,11 @@ void raiseFileLimit(const config::Config& config) {
 // does. The rate applies as configured; the same values leave the bucket be.
 // A scheduled sale's schedule applies as configured; what its pre-queue
 // did already (tickets, the block) stays in the segment (shm/sale.h).
-void applyRoomControl(shm::Segment& segment, const config::Config& config) {
+// True when the configured mode changed.
+bool applyRoomControl(shm::Segment& segment, const config::Config& config) {
   const shm::RoomMode wanted = shm::parseRoomMode(config.mode).value_or(shm::RoomMode::Open);
-  if (wanted != segment.modes().configured()) {
+  const bool mode_changed = wanted != segment.modes().configured();
+  if (mode_changed) {
     segment.modes().setConfigured(wanted);
     if (segment.modes().set(wanted) != wanted)
       LOG_INFO("room mode set to %s by the configuration", std::string(shm::roomModeName(wanted)).c_str());
@@ -113,6 +116,7 @@ void applyRoomControl(shm::Segment& segment, const config::Config& config) {
       config.event_start_ms != 0)
     LOG_INFO("sale scheduled: starts at %s, pre-queue %s before", config.event_start.c_str(),
              config::goDurationString(config.prequeue).c_str());
+  return mode_changed;
 }
 
 constexpr Millis kJanitorTick = 1'000;
@@ -205,6 +209,7 @@ class Master {
   std::vector<BoundListener> listeners_;
   std::vector<BoundListener> admin_listeners_;  // -admin-listen
   std::unique_ptr<shm::Segment> segment_;
+  std::unique_ptr<admission::Room> room_;  // the gate of both lines (after segment_: it points into it)
   std::vector<WorkerProc> procs_;
   uint32_t generation_ = 1;
 
@@ -314,6 +319,10 @@ bool Master::startUp() {
     startupError("shared memory: segment could not be created");
     return false;
   }
+  // The room's rules for both lines, in the master's janitor and in every
+  // process forked from it (workers, the cluster agent).
+  room_ = std::make_unique<admission::Room>(*segment_);
+  segment_->setGate(room_.get());
   segment_->pages().setConfiguredCap(config_->cap);
   if (!config_->cluster.empty()) {
     // The cap is the room's; this host's share comes from the engine.
@@ -642,7 +651,7 @@ void Master::spawnAgent(Millis now) {
   agent_pid_ = pid;
   agent_started_at_ = now;
   LOG_INFO("cluster agent started pid %d for %s (room %s, host %s)", static_cast<int>(pid), config_->cluster.c_str(),
-           config_->cluster_room.c_str(), cluster::hostName(static_cast<int>(master_pid_)).c_str());
+           config_->cluster_room.c_str(), cluster::hostName(segment_->cluster().hostId()).c_str());
 }
 
 // A full stop: the agent gives the host's reservation back, then goes.
@@ -705,6 +714,12 @@ void Master::reload(Millis now) {
     LOG_ERROR("reload refused: %s", error.c_str());
     return;
   }
+  try {
+    segment_->checkHeader();  // a new generation only ever maps a segment of this binary's layout
+  } catch (const std::exception& e) {
+    LOG_ERROR("reload refused: %s", e.what());
+    return;
+  }
   std::vector<std::string> notes;
   config::ConfigPtr fresh = mergeReloadedConfig(*config_, *result.config, segment_->geometry().worker_slots, &notes);
   for (const std::string& note : notes) LOG_WARN("%s", note.c_str());
@@ -721,15 +736,19 @@ void Master::reload(Millis now) {
   }
   // A cap set at run time (POST /_room/cap) survives unless the file changed cap.
   if (fresh->cap != segment_->pages().configuredCap()) {
-    if (fresh->cluster.empty())
+    if (fresh->cluster.empty()) {
       segment_->pages().setCap(fresh->cap);
-    else
+    } else {
       segment_->cluster().setCap(fresh->cap);  // the agent takes it to every host
+      segment_->cluster().pushOnNextRound(shm::ClusterLine::kPushCap);
+    }
     segment_->pages().setConfiguredCap(fresh->cap);
   }
   if (!fresh->cluster.empty())
     segment_->cluster().configure(true, fresh->cluster_fail == "open", fresh->cluster_lease);
-  applyRoomControl(*segment_, *fresh);  // a mode set by POST /_room/mode survives unless the file changed mode
+  // A mode set by POST /_room/mode survives unless the file changed mode.
+  if (applyRoomControl(*segment_, *fresh) && !fresh->cluster.empty())
+    segment_->cluster().pushOnNextRound(shm::ClusterLine::kPushMode);
   config_ = fresh;
   ++generation_;
   raiseFileLimit(*config_);

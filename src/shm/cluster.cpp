@@ -4,13 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "shm/admit_rate.h"
 #include "shm/layout.h"
 #include "shm/line_rate.h"
-#include "shm/modes.h"
 #include "shm/nonce.h"
 #include "shm/semaphore.h"
-#include "shm/sessions.h"
 #include "shm/worker_slots.h"
 
 namespace concert::shm {
@@ -86,7 +83,26 @@ void ClusterLine::configure(bool enabled, bool fail_open, int64_t lease) {
   area.enabled.store(enabled ? 1 : 0, std::memory_order_seq_cst);
   area.fail_open.store(fail_open ? 1 : 0, std::memory_order_seq_cst);
   area.lease.store(lease, std::memory_order_seq_cst);
+  uint64_t none = 0;
+  uint64_t id = randomNonce();
+  area.host_id.compare_exchange_strong(none, id == 0 ? 1 : id, std::memory_order_seq_cst);
   if (enabled && state() == ClusterState::Off) setState(ClusterState::Joining);
+}
+
+void ClusterLine::pushOnNextRound(uint32_t what) {
+  layout_->cluster->push.fetch_or(what, std::memory_order_seq_cst);
+}
+
+uint64_t ClusterLine::hostId() const {
+  return layout_->cluster->host_id.load(std::memory_order_seq_cst);
+}
+
+uint32_t ClusterLine::pendingPush() const {
+  return layout_->cluster->push.load(std::memory_order_seq_cst);
+}
+
+void ClusterLine::pushed(uint32_t what) {
+  layout_->cluster->push.fetch_and(~what, std::memory_order_seq_cst);
 }
 
 void ClusterLine::setState(ClusterState state) {
@@ -228,18 +244,18 @@ ClusterLine::Found ClusterLine::find(const TicketCookie& cookie, Millis now) {
 }
 
 bool ClusterLine::ready(int64_t rank) const {
-  switch (modes_->mode()) {
-    case RoomMode::Pause:
-    case RoomMode::Reject: return false;
-    case RoomMode::Passthrough: return true;
-    case RoomMode::Open:
-      if (!modes_->lineMoves()) return false;
-      break;
+  switch (flow()) {
+    case LineFlow::Still: return false;
+    case LineFlow::Everyone: return true;
+    case LineFlow::ByCap: break;
   }
   if (state() == ClusterState::Up) return rank >= 0 && rank < horizon();
   // The engine is away: open lets this host admit on its own, up to its
-  // share, whoever comes first; closed admits nobody from the line.
-  return failOpen() && static_cast<int64_t>(pages_->cap()) - pages_->occupancy() > 0;
+  // share as the gate lets the line use it, whoever comes first; closed
+  // admits nobody from the line.
+  if (!failOpen()) return false;
+  const int64_t free = static_cast<int64_t>(pages_->cap()) - pages_->occupancy();
+  return (gate_ ? gate_->lineFree(free, liveQueueDepth()) : free) > 0;
 }
 
 TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, Contact contact) {
@@ -393,14 +409,15 @@ bool ClusterLine::claim(const TicketCookie& cookie, Claimed* claimed) {
   const bool up = state() == ClusterState::Up;
   if (f.where == Where::Ranked ? f.section == LineSection::Missed || !ready(f.rank) : (up || !ready(-1)))
     return false;
-  const bool metered = modes_->mode() == RoomMode::Open && admit_rate_->limited();
-  if (metered && !admit_rate_->take(monotonicNs())) return false;
+  const bool metered = flow() == LineFlow::ByCap && gate_ != nullptr;
+  const LineToken token = metered ? gate_->takeToken() : LineToken::Unmetered;
+  if (token == LineToken::Refused) return false;
   // One claim per ticket on this host: the departed mark goes in by CAS.
   std::atomic<uint64_t>& slot = layout_->cluster->recent[homeOf(cookie.ticket, kClusterRecent)];
   uint64_t word = slot.load(std::memory_order_seq_cst);
   for (;;) {
     if ((word >> 17) == cookie.ticket && (word & kDeparted)) {
-      if (metered) admit_rate_->giveBack();
+      if (token == LineToken::Taken) gate_->giveBackToken();
       return false;
     }
     if (slot.compare_exchange_weak(word, cookie.ticket << 17 | kDeparted | stampOf(now), std::memory_order_seq_cst))
@@ -411,7 +428,7 @@ bool ClusterLine::claim(const TicketCookie& cookie, Claimed* claimed) {
   // A waiting ticket admitted past a whole cap of older waiting tickets
   // jumped people whose turn had not come (as on one host, tickets.h).
   const bool inversion = f.where == Where::Ranked && f.section == LineSection::Waiting && up &&
-                         modes_->mode() == RoomMode::Open && f.position - 1 >= cap();
+                         flow() == LineFlow::ByCap && f.position - 1 >= cap();
   if (inversion) layout_->counter(Counter::FifoInversionsTotal).fetch_add(1, std::memory_order_relaxed);
   if (claimed) {
     claimed->from_line = f.section != LineSection::Returned;

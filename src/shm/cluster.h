@@ -121,16 +121,14 @@
 
 #include "shm/handle.h"
 #include "shm/line.h"
+#include "shm/line_gate.h"
 #include "shm/types.h"
 
 namespace concert::shm {
 
-class AdmitRate;
 struct ClusterMarks;
 class LineRate;
-class Modes;
 class PageSemaphore;
-class Sessions;
 
 enum class ClusterState : uint32_t {
   Off = 0,      // no -cluster
@@ -189,14 +187,11 @@ class ClusterLine final : public Handle, public Line {
   static constexpr uint64_t kLocalIds = uint64_t{1} << 46;  // ids below are the engine's numbers
   static constexpr uint64_t kMaxId = (uint64_t{1} << 47) - 1;
 
-  ClusterLine(Layout& layout, WorkerSlots& slots, PageSemaphore& pages, const Sessions& sessions,
-              LineRate& line_rate, const Modes& modes, AdmitRate& admit_rate)
-      : Handle(layout, slots),
-        pages_(&pages),
-        sessions_(&sessions),
-        line_rate_(&line_rate),
-        modes_(&modes),
-        admit_rate_(&admit_rate) {}
+  ClusterLine(Layout& layout, WorkerSlots& slots, PageSemaphore& pages, LineRate& line_rate)
+      : Handle(layout, slots), pages_(&pages), line_rate_(&line_rate) {}
+
+  // The room's rules this process asks (line_gate.h); nullptr: the cap alone.
+  void setGate(LineGate* gate) { gate_ = gate; }
 
   bool enabled() const;
   ClusterState state() const;
@@ -239,7 +234,17 @@ class ClusterLine final : public Handle, public Line {
   void revoke(const uint8_t id[16], int64_t until);
 
   // -- the master
+  // Also draws this host's id on the first call (0 is never an id).
   void configure(bool enabled, bool fail_open, int64_t lease);
+  // A reload changed the cap (kPushCap) and/or the mode (kPushMode) in the
+  // file: the agent's next round sends them to every host, whatever the
+  // room had (the file wins over older values, as on one host).
+  static constexpr uint32_t kPushCap = 1, kPushMode = 2;
+  void pushOnNextRound(uint32_t what);
+  // This host in the room: unique by construction (a random id drawn once
+  // per segment, so it survives reloads and a new agent), whatever the
+  // machine's name or the master's pid.
+  uint64_t hostId() const;
 
   // -- the agent
   void setState(ClusterState state);
@@ -258,6 +263,10 @@ class ClusterLine final : public Handle, public Line {
   std::vector<ClusterNoteValue> takeNotes(size_t max, Millis now);
   // Demand seen since the last call (workers' turns that found no slot).
   uint64_t takeWanted();
+  // What a reload asked to push (pushOnNextRound); pushed() clears it once
+  // the engine took it.
+  uint32_t pendingPush() const;
+  void pushed(uint32_t what);
   // The room's bans in force (a, b: the client key's words) and promotions (a: ticket, b: nonce).
   void setRemoteBans(const std::vector<ClusterMarkValue>& bans);
   void setPromotions(const std::vector<ClusterMarkValue>& promoted);
@@ -292,13 +301,13 @@ class ClusterLine final : public Handle, public Line {
   uint64_t recentWord(uint64_t id) const;
   void remember(uint64_t id, Millis now, bool departed);
 
+  LineFlow flow() const { return gate_ ? gate_->flow() : LineFlow::ByCap; }
+
   PageSemaphore* pages_;
-  const Sessions* sessions_;
   uint64_t stuck_at_ = UINT64_MAX;  // takeNotes (the agent's process): a note not written yet
   Millis stuck_since_ = 0;
   LineRate* line_rate_;
-  const Modes* modes_;
-  AdmitRate* admit_rate_;
+  LineGate* gate_ = nullptr;
 };
 
 }  // namespace concert::shm

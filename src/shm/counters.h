@@ -4,9 +4,10 @@
 // Each entry is X(Name, key): `Counter::Name` is what code counts with, and
 // `key` is both the StatsSnapshot field and the /_room/stats key
 // (counterKey()). The Counter enum, the segment's counter array (layout.h),
-// the snapshot's fields (types.h) and the stats keys (admission/ops.cpp)
-// are all generated from this one list: adding a line here is the whole
-// change for a new counter.
+// the snapshot's fields (types.h), the stats keys (admission/ops.cpp) and
+// the metrics (admission/metrics.cpp) are all generated from this one list:
+// adding a line here is the whole change for a new counter. Gauges have
+// their own table (gauges.h).
 //
 // States: a counter only grows (fetch_add, relaxed), from 0 at create; it is
 // never reset, not even by a reload. Who writes: anyone, master or worker.
@@ -19,7 +20,9 @@
 //                  no ticket), line (its ticket's turn, on a reload or at
 //                  issue), held (its turn while parked on its connection:
 //                  -queue-hold, or a turn that found no slot), session (a
-//                  concert_admit pass), priority (room_pass; not built yet);
+//                  concert_admit pass and nothing more), priority (a ranked
+//                  slot ahead of plain sessions: a room_pass, or a
+//                  -priority-classes class from a concert_priority cookie);
 //   rejected_*     a page request answered without the origin: full (breaker
 //                  or full ring, 503), client_limit (-max-tickets-per-client,
 //                  429), banned (403), busy (a crawler, a form that could not

@@ -31,8 +31,9 @@ enum class Histogram : uint32_t {
   UpstreamResponse,  // request sent to the origin's response head (seconds)
   EngineRoundTrip,   // -cluster: one round trip to the engine (seconds); the cluster agent's, in slot 0's cells
 };
-constexpr size_t kHistogramCount = 3;
-constexpr size_t kHistogramBounds = 16;  // finite upper bounds; one more bucket is +Inf
+// kHistogramCount and kHistogramBounds (finite upper bounds; one more bucket
+// is +Inf) are in types.h, with the segment's other sizes.
+static_assert(kHistogramCount == static_cast<size_t>(Histogram::EngineRoundTrip) + 1);
 
 // Upper bounds (seconds, inclusive, as Prometheus `le`), ascending.
 constexpr std::array<double, kHistogramBounds> histogramBounds(Histogram h) {

@@ -46,7 +46,8 @@
 
 namespace concert::shm {
 
-constexpr size_t kHistorySamples = 3600;  // one hour at one sample a second
+// kHistorySamples (one hour at one sample a second) is in types.h, with the
+// segment's other sizes.
 
 struct HistorySample {
   static constexpr double kNone = std::numeric_limits<double>::quiet_NaN();

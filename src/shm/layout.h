@@ -13,22 +13,42 @@
 // is written.
 //
 // Word by word, who writes (each subsystem's file says more):
-//   Header      master at create; page_cap / configured cap / generation by
+//   Header      master at create (magic, layout_version and the geometry
+//               never change after: Segment::checkHeader compares them with
+//               this binary's); page_cap / configured cap / generation by
 //               the master (and POST /_room/cap from any worker); asset_cap
 //               only at create; long_lived_cap by the master; next_ticket, low_water, utilization,
 //               line_admitted and counters by everyone; ban_horizon by strikers, forward only; the
-//               line's pace (LinePace) by the master's janitor; the room mode by the master (start,
-//               reload) and POST /_room/mode from any worker, the configured mode and the admission
-//               rate's settings by the master only, the rate's bucket by every admitter (modes.h,
-//               admit_rate.h); the sale's schedule by the master, its block word by CAS from
-//               anyone (sale.h, tickets.h).
+//               line's pace (LinePace) by the master's janitor; line_credit by CAS from anyone
+//               (sessions.h).
+//   RoomControl (in the header) the mode by the master and POST /_room/mode;
+//               configured_mode, rate_interval and rate_burst by the master
+//               only; rate_tat by CAS from every admitter (modes.h,
+//               admit_rate.h).
+//   OnceTable   (in the header) each word by CAS from anyone claiming a mark
+//               (invitations, promote signatures, single-use passes,
+//               promoted tickets); a word is a whole mark, nothing to
+//               reclaim (once.h).
+//   SaleControl (in the header) start_ms, prequeue_ms and shuffle by the
+//               master only (start, reload); the block word by CAS from
+//               anyone opening or closing the pre-queue's block, the
+//               master's janitor included (sale.h, tickets.h).
 //   SlotRecord  page / asset / long-lived counters: only the slot's own worker (and the
 //               master in reclaim, after the worker is dead); pid, generation:
 //               master; heartbeat: the worker; waiting mask: the worker;
-//               histogram cells: only the slot's worker, never reset.
+//               sessions_waiting and ranked_waiting: the slot's worker (and
+//               the master in reclaim, sessions.h); histogram cells: only
+//               the slot's worker (slot 0's EngineRoundTrip cells: the
+//               cluster agent), never reset.
 //   TicketEntry state word by CAS from anyone (issuer, claimer, finisher,
 //               retirer, master); nonce and times by the issuer and touches;
-//               the issue time (parallel array) by the issuer only.
+//               the issue time (parallel array) by the issuer only; the
+//               cookie-sent time (parallel array) by the issuer and by
+//               whoever sends the ticket's cookies again.
+//   Ring bits   waiting, returned, missed, out (CountedBits): each bit by
+//               whoever moved its entry's state word, the counts above them
+//               by the same writers (store, then verify) and rebuilt by the
+//               master in reclaim (counted_bits.h).
 //   Client tag  (per ring entry) stored by the issuer while the entry is
 //               Reserved; cleared by CAS by whoever leaves the ticket's
 //               client (finishers, the reusing issuer, the master).
@@ -42,6 +62,15 @@
 //               create_lock by creators (and the master in reclaim).
 //   History     the master's janitor only, one entry a second (seqlock per
 //               entry, history.h); everyone else only reads.
+//   ClusterArea enabled, fail_open and lease by the master (create,
+//               reload); cap by the master, POST /_room/cap and the cluster
+//               agent; the engine's state, hosts, reservation, horizon,
+//               depth, round trips, the mirrors and the marks by the agent;
+//               ticket numbers stored by the agent and taken by CAS by
+//               workers; notes appended by workers and consumed by the agent;
+//               pending, wanted, local_next, recent, touched and polled by
+//               workers (pending reset by the agent). cluster.h has the
+//               word-by-word list.
 //
 // A SIGKILL leaves the words as they were at that instruction: every
 // structure here is laid out so that what a dead worker held is named by its
@@ -62,14 +91,12 @@
 #include <cstring>
 
 #include "shm/counted_bits.h"
-#include "shm/histograms.h"
-#include "shm/history.h"
 #include "shm/types.h"
 
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 13;
+constexpr uint32_t kLayoutVersion = 14;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -294,14 +321,6 @@ struct alignas(64) SaleControl {
   alignas(64) std::atomic<uint64_t> block;  // anyone, by CAS: packBlock
 };
 
-// Whether the sale's pre-queue holds the line at `unix_ms`: from start -
-// prequeue until the start.
-inline bool inPrequeue(const SaleControl& sale, int64_t unix_ms) {
-  const int64_t start = sale.start_ms.load(std::memory_order_seq_cst);
-  const int64_t prequeue = sale.prequeue_ms.load(std::memory_order_seq_cst);
-  return start != 0 && prequeue > 0 && unix_ms >= start - prequeue && unix_ms < start;
-}
-
 // ------------------------------------------------------------------ header
 struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value;
@@ -423,6 +442,8 @@ struct alignas(64) ClusterArea {
   std::atomic<uint32_t> fail_open;  // master at create and reload: -cluster-fail open
   std::atomic<int64_t> cap;         // the global cap: master (config), POST /_room/cap, the agent (engine)
   std::atomic<int64_t> lease;       // master: -cluster-lease
+  std::atomic<uint64_t> host_id;    // master at create: this host's random id in the room, kept across reloads
+  std::atomic<uint32_t> push;       // master on reload: kPushCap | kPushMode changed by the file; the agent clears
   alignas(64) std::atomic<uint32_t> state;  // agent: ClusterState
   std::atomic<int32_t> hosts;               // agent: hosts last seen (this one included)
   std::atomic<int64_t> reserved;            // agent: slots this host holds from the global cap

@@ -2,6 +2,7 @@
 #include "shm/modes.h"
 
 #include "shm/layout.h"
+#include "shm/sale.h"
 #include "shm/worker_slots.h"
 
 namespace concert::shm {

@@ -6,6 +6,12 @@
 
 namespace concert::shm {
 
+bool inPrequeue(const SaleControl& sale, int64_t unix_ms) {
+  const int64_t start = sale.start_ms.load(std::memory_order_seq_cst);
+  const int64_t prequeue = sale.prequeue_ms.load(std::memory_order_seq_cst);
+  return start != 0 && prequeue > 0 && unix_ms >= start - prequeue && unix_ms < start;
+}
+
 bool Sale::schedule(int64_t start_unix_ms, Millis prequeue, bool shuffle) {
   SaleControl& sale = layout_->header->sale;
   sale.prequeue_ms.store(prequeue, std::memory_order_seq_cst);

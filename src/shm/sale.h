@@ -34,6 +34,13 @@
 
 namespace concert::shm {
 
+struct SaleControl;  // layout.h
+
+// Whether the sale's pre-queue holds the line at `unix_ms` (Unix
+// milliseconds): from start - prequeue until the start. For the code of
+// src/shm that reads the schedule words itself (the ring, the modes).
+bool inPrequeue(const SaleControl& sale, int64_t unix_ms);
+
 class Sale final : public Handle {
  public:
   // Master only. start_unix_ms 0: no sale. Returns true when the start

@@ -18,8 +18,11 @@
 #include <bit>
 #include <boost/interprocess/anonymous_shared_memory.hpp>
 #include <boost/interprocess/mapped_region.hpp>
+#include <cinttypes>
+#include <cstdio>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "shm/layout.h"
 
@@ -129,8 +132,8 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
       modes_(mapping_->layout, slots_),
       sale_(mapping_->layout, slots_),
       admit_rate_(mapping_->layout, slots_),
-      tickets_(mapping_->layout, slots_, pages_, sessions_, clients_, line_rate_, modes_, admit_rate_),
-      cluster_(mapping_->layout, slots_, pages_, sessions_, line_rate_, modes_, admit_rate_),
+      tickets_(mapping_->layout, slots_, pages_, clients_, line_rate_),
+      cluster_(mapping_->layout, slots_, pages_, line_rate_),
       passes_(mapping_->layout, slots_),
       histograms_(mapping_->layout, slots_),
       history_(mapping_->layout, slots_),
@@ -209,9 +212,47 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.room.rate_burst.store(1);
   h.room.rate_tat.store(0);
 
+  checkHeader(base, off.total);  // the header just written reads back as this binary's
+
   // The handles (WorkerSlots creates the eventfds) are made last, over the
   // finished layout.
   return std::unique_ptr<Segment>(new Segment(std::move(mapping)));
+}
+
+// ---------------------------------------------------------------- header check
+void Segment::checkHeader(const void* address, size_t bytes) {
+  char where[64];
+  std::snprintf(where, sizeof where, "shared segment at %p", address);
+  auto refuse = [&where](const std::string& what) { throw std::runtime_error(where + (" " + what)); };
+  if (address == nullptr || bytes < sizeof(Header))
+    refuse("is " + std::to_string(bytes) + " bytes, too small for its header (" + std::to_string(sizeof(Header)) +
+           " bytes)");
+  const Header& h = *static_cast<const Header*>(address);
+  if (h.magic != kMagic) {
+    char magic[96];
+    std::snprintf(magic, sizeof magic, "has magic 0x%016" PRIx64 ", this binary expects 0x%016" PRIx64, h.magic,
+                  kMagic);
+    refuse(std::string(magic) + ": not a Concert segment");
+  }
+  if (h.layout_version != kLayoutVersion)
+    refuse("has layout version " + std::to_string(h.layout_version) + ", this binary expects " +
+           std::to_string(kLayoutVersion));
+  Geometry g;
+  g.ring_size = h.ring_size;
+  g.worker_slots = h.worker_slots;
+  g.pass_table_size = h.pass_table_size;
+  g.revocation_table_size = h.revocation_table_size;
+  g.client_table_size = h.client_table_size;
+  if (!validGeometry(g))
+    refuse("has an invalid geometry (ring " + std::to_string(g.ring_size) + ", worker slots " +
+           std::to_string(g.worker_slots) + ", pass table " + std::to_string(g.pass_table_size) + ", revocations " +
+           std::to_string(g.revocation_table_size) + ", clients " + std::to_string(g.client_table_size) + ")");
+  const size_t carved = carve(g).total;
+  if (h.total_bytes != carved)
+    refuse("says it is " + std::to_string(h.total_bytes) + " bytes, this binary carves its geometry into " +
+           std::to_string(carved));
+  if (bytes != carved)
+    refuse("is " + std::to_string(bytes) + " bytes mapped, its header says " + std::to_string(h.total_bytes));
 }
 
 void Segment::setLongLivedCap(int32_t cap) {
@@ -224,6 +265,14 @@ const Geometry& Segment::geometry() const {
 
 size_t Segment::bytes() const {
   return mapping_->region.get_size();
+}
+
+void* Segment::address() {
+  return mapping_->region.get_address();
+}
+
+const void* Segment::address() const {
+  return mapping_->region.get_address();
 }
 
 // ---------------------------------------------------------------- strikes

@@ -82,6 +82,19 @@ class Segment {
   const Geometry& geometry() const;
   size_t bytes() const;  // mapped size
 
+  // The header of the mapping at `address` (`bytes` long) against this
+  // binary: its magic, its layout version, and its geometry and size as
+  // this binary carves them. A segment of another layout is never used:
+  // throws std::runtime_error naming what differs ("shared segment at
+  // 0x7f... has layout version 7, this binary expects 8"). create() checks
+  // the header it has just written; a process that takes over a mapping it
+  // did not carve checks it before any use.
+  static void checkHeader(const void* address, size_t bytes);
+  void checkHeader() const { checkHeader(address(), bytes()); }
+  // Where the mapping starts: its header (layout.h).
+  void* address();
+  const void* address() const;
+
   // The line the admission layer uses: the engine's (cluster()) with
   // -cluster, else this host's ticket ring.
   Line& line() { return cluster_.enabled() ? static_cast<Line&>(cluster_) : tickets_; }
@@ -89,6 +102,13 @@ class Segment {
   ClusterLine& cluster() { return cluster_; }
   const ClusterLine& cluster() const { return cluster_; }
   TicketRing& tickets() { return tickets_; }
+  // The room's rules, asked by both lines in this process (line_gate.h); a
+  // process installs its gate once, before it serves (a child forked after
+  // that inherits it). nullptr: the lines move by the cap alone.
+  void setGate(LineGate* gate) {
+    tickets_.setGate(gate);
+    cluster_.setGate(gate);
+  }
   const TicketRing& tickets() const { return tickets_; }
   // The line's measured pace and the ETA of a position in it (admissions
   // are counted by tickets().claim, buckets rolled by tickets().sweep).
@@ -155,7 +175,7 @@ class Segment {
   Sessions sessions_;
   Clients clients_;     // before tickets_, which counts tickets on it
   LineRate line_rate_;  // before tickets_, which counts admissions on it
-  Modes modes_;         // before tickets_: the mode and the rate decide readiness
+  Modes modes_;
   Sale sale_;
   AdmitRate admit_rate_;
   TicketRing tickets_;

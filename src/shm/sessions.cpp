@@ -1,4 +1,4 @@
-// Sessions waiting for a slot and the line's share; the rule is in sessions.h.
+// Ranked requests waiting for a slot and the line's credit (sessions.h).
 #include "shm/sessions.h"
 
 #include <algorithm>
@@ -32,29 +32,6 @@ int64_t Sessions::waitingAhead(int rank) const {
     if (rank > kSessionRank) sum += record.sessions_waiting.load(std::memory_order_seq_cst);
   }
   return std::max<int64_t>(sum, 0);
-}
-
-int64_t Sessions::owed(int64_t line_depth) const {
-  if (line_depth <= 0) return 0;
-  return std::min(line_depth, creditMilli() / kUnit);
-}
-
-int64_t Sessions::lineFree(int64_t free, int64_t line_depth) const {
-  const int64_t waiting_sessions = waiting();
-  if (waiting_sessions == 0) return free;
-  return std::max(free - waiting_sessions, std::min(free, owed(line_depth)));
-}
-
-void Sessions::sessionAdmitted(int64_t line_depth, double share) {
-  if (line_depth <= 0 || share <= 0) return;
-  // share / (1 - share) slots per session slot; share 1 means the line
-  // always goes first.
-  const int64_t delta = share >= 1 ? kMaxCredit : static_cast<int64_t>(share / (1 - share) * kUnit + 0.5);
-  addCredit(delta);
-}
-
-void Sessions::lineAdmitted() {
-  if (creditMilli() >= kUnit) addCredit(-kUnit);
 }
 
 int64_t Sessions::creditMilli() const {

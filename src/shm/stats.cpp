@@ -45,11 +45,12 @@ StatsSnapshot Stats::snapshot() const {
   return snapshot(monotonicMs());
 }
 
+// Every Room and Cluster gauge of gauges.h; the Setting ones stay 0.
 StatsSnapshot Stats::snapshot(Millis now) const {
   StatsSnapshot s;
   const bool cluster = cluster_->enabled();
   const Line& line = cluster ? static_cast<const Line&>(*cluster_) : *tickets_;
-  s.cap = cluster ? static_cast<int32_t>(cluster_->cap()) : pages_->cap();
+  s.cap = cluster ? cluster_->cap() : pages_->cap();
   s.occupancy = pages_->occupancy();
   s.queue_depth = line.queueDepth();
   s.live_queue_depth = line.liveQueueDepth();

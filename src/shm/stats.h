@@ -1,5 +1,6 @@
 // Stats: the counters (counters.h), the generation and the read-only
-// snapshot behind /_room/stats.
+// snapshot of every counter and gauge (gauges.h) behind /_room/stats and
+// /_room/metrics.
 //
 // States and writers (Header, layout.h): each counter only grows, by anyone
 // (fetch_add, relaxed); generation is written by the master (start-up and
@@ -33,9 +34,11 @@ class Stats {
   Stats& operator=(const Stats&) = delete;
 
   void count(Counter c, uint64_t n = 1);
-  // Every counter and gauge at once (scans the ticket bitmaps' tops, the
-  // slot table, the pass table and, while any ban may be in force, the
-  // client table). banned_clients is counted at `now`.
+  // Every counter and every Room and Cluster gauge at once (scans the
+  // ticket bitmaps' tops, the slot table, the pass table and, while any ban
+  // may be in force, the client table); the Setting gauges are left 0 (the
+  // segment does not hold the configuration). banned_clients is counted at
+  // `now`.
   StatsSnapshot snapshot(Millis now) const;
   StatsSnapshot snapshot() const;  // at monotonicMs()
   // The smoothed page utilization alone (one load).

@@ -5,14 +5,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "shm/admit_rate.h"
 #include "shm/clients.h"
 #include "shm/layout.h"
+#include "shm/sale.h"
 #include "shm/line_rate.h"
-#include "shm/modes.h"
 #include "shm/nonce.h"
 #include "shm/semaphore.h"
-#include "shm/sessions.h"
 #include "shm/worker_slots.h"
 
 namespace concert::shm {
@@ -154,17 +152,18 @@ uint64_t walkTicket(uint64_t t, uint64_t word) {
 
 }  // namespace
 
+LineFlow TicketRing::flow() const {
+  return gate_ ? gate_->flow() : LineFlow::ByCap;
+}
+
 int64_t TicketRing::freeSlots(int64_t own) const {
-  switch (modes_->mode()) {
-    case RoomMode::Pause:
-    case RoomMode::Reject: return 0;
-    case RoomMode::Passthrough: return kEveryone;
-    case RoomMode::Open:
-      if (!modes_->lineMoves()) return 0;  // a sale's pre-queue (sale.h)
-      break;
+  switch (flow()) {
+    case LineFlow::Still: return 0;
+    case LineFlow::Everyone: return kEveryone;
+    case LineFlow::ByCap: break;
   }
   const int64_t free = static_cast<int64_t>(pages_->cap()) - pages_->occupancy() + own;
-  return std::min(sessions_->lineFree(free, liveQueueDepth()), admit_rate_->available(monotonicNs()));
+  return gate_ ? gate_->lineFree(free, liveQueueDepth()) : free;
 }
 
 void TicketRing::fillView(uint64_t ticket, uint64_t word, TicketView& view) const {
@@ -533,16 +532,19 @@ bool TicketRing::claim(const TicketCookie& cookie, Claimed* claimed) {
   Layout& layout = *layout_;
   uint64_t word = findLive(layout, cookie);
   if (word == 0 || !inLine(entryState(word))) return false;
-  if (!modes_->lineMoves()) return false;
+  const LineFlow flow_now = flow();
+  if (flow_now == LineFlow::Still) return false;
   const int64_t free = freeSlots(1);
   if (entryState(word) == EntryState::Waiting &&
       waitingAhead(layout, cookie.ticket) + static_cast<int64_t>(layout.returned.total()) >= free)
     return false;
-  // Passthrough has no cap and so no rate: only an open room spends tokens.
-  const bool metered = modes_->mode() == RoomMode::Open && admit_rate_->limited();
-  if (metered && !admit_rate_->take(monotonicNs())) return false;
+  // When every turn has come there is no cap and so no rate: only a line
+  // that moves by the cap spends tokens.
+  const bool metered = flow_now == LineFlow::ByCap && gate_ != nullptr;
+  const LineToken token = metered ? gate_->takeToken() : LineToken::Unmetered;
+  if (token == LineToken::Refused) return false;
   if (!casEntry(layout, cookie.ticket, word, packEntry(cookie.ticket, EntryState::Finished, entryOwner(word)))) {
-    if (metered) admit_rate_->giveBack();
+    if (token == LineToken::Taken) gate_->giveBackToken();
     return false;
   }
   clients_->leave(layout.index(cookie.ticket), cookie.ticket);
@@ -550,8 +552,8 @@ bool TicketRing::claim(const TicketCookie& cookie, Claimed* claimed) {
   // in ahead of the line and moved nobody (line_rate.h).
   const bool from_line = entryState(word) == EntryState::Waiting;
   if (from_line) line_rate_->admitted();
-  // Passthrough makes everyone ready at once: no order to invert.
-  const bool inversion = from_line && modes_->mode() == RoomMode::Open &&
+  // When everyone's turn has come at once there is no order to invert.
+  const bool inversion = from_line && flow_now == LineFlow::ByCap &&
                          waitingAhead(layout, cookie.ticket) >= pages_->cap();
   if (inversion) layout.counter(Counter::FifoInversionsTotal).fetch_add(1, std::memory_order_relaxed);
   if (claimed) {

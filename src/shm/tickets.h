@@ -48,18 +48,18 @@
 // is reused for t + R once t is below L and not Returned: a Missed ticket
 // that old loses its place (its holder comes back as a new arrival).
 //
-// The room's mode and the admission rate (modes.h, admit_rate.h) come in
-// through the free slots alone (freeSlots): while the line stands still, or
-// the rate's bucket is empty, no ticket is ready, so none can be claimed and
-// the janitor never takes one for a missed turn; in passthrough every ticket
-// is ready.
+// The room's rules (mode, pre-queue, sessions' share, admission rate) come
+// in through the process's LineGate alone (line_gate.h, freeSlots): while
+// the line stands still, or the rate's bucket is empty, no ticket is ready,
+// so none can be claimed and the janitor never takes one for a missed turn;
+// when everyone may go, every ticket is ready.
 //
 // Order of admission when a slot frees: sessions first (admitted visitors
-// clicking on; sessions.h keeps the line's share of slots while both wait),
+// clicking on; the room keeps the line's share of slots while both wait),
 // then Returned tickets (a holder who missed its turn and came back keeps its
 // place, ahead of the line), then the line in ticket order. With free = the
 // free slots the line sees (cap - occupancy, less what waiting sessions go
-// first for: Sessions::lineFree):
+// first for: LineGate::lineFree):
 //   a Returned ticket is ready iff free > 0;
 //   a Waiting ticket t is ready iff waiting[L, t) + returned < free.
 // Position (what the visitor is shown) = waiting[L, t) + 1: live visitors
@@ -195,29 +195,23 @@
 
 #include "shm/handle.h"
 #include "shm/line.h"
+#include "shm/line_gate.h"
 #include "shm/types.h"
 
 namespace concert::shm {
 
-class AdmitRate;
 class Clients;
 class LineRate;
-class Modes;
 class Semaphore;
-class Sessions;
 struct TicketEntry;
 
 class TicketRing final : public Handle, public Line {
  public:
-  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, const Sessions& sessions, Clients& clients,
-             LineRate& line_rate, const Modes& modes, AdmitRate& admit_rate)
-      : Handle(layout, slots),
-        pages_(&pages),
-        sessions_(&sessions),
-        clients_(&clients),
-        line_rate_(&line_rate),
-        modes_(&modes),
-        admit_rate_(&admit_rate) {}
+  TicketRing(Layout& layout, WorkerSlots& slots, const Semaphore& pages, Clients& clients, LineRate& line_rate)
+      : Handle(layout, slots), pages_(&pages), clients_(&clients), line_rate_(&line_rate) {}
+
+  // The room's rules this process asks (line_gate.h); nullptr: the cap alone.
+  void setGate(LineGate* gate) { gate_ = gate; }
 
   // A new arrival joins the line at the back. With a client: its live
   // tickets first (ClientLimit at max_per_client; the ticket is counted and
@@ -253,8 +247,8 @@ class TicketRing final : public Handle, public Line {
   // ticket's turn (counting that slot as free), the ticket leaves the line
   // (Finished) and true is returned; otherwise the caller gives the slot back.
   // A Waiting ticket's claim is an admission from the line (line_rate.h).
-  // Never while the line stands still (pause, reject: modes.h); in open mode
-  // the claim spends a token of the admission rate (admit_rate.h).
+  // Never while the line stands still (LineFlow::Still); while it moves by
+  // the cap the claim spends the gate's token (the admission rate).
   // `claimed` (optional) learns how long the ticket waited and where it
   // came from.
   //
@@ -320,10 +314,9 @@ class TicketRing final : public Handle, public Line {
   // PageSlot waiters are woken.
   int64_t retireClient(uint32_t client);
   int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved tickets
-  // cap - occupancy (+ own: slots the caller holds for this), less what
-  // waiting sessions go first for (sessions.h), at most the admission rate's
-  // tokens (admit_rate.h). 0 while the line stands still (pause, reject),
-  // everyone in passthrough (modes.h).
+  // cap - occupancy (+ own: slots the caller holds for this), as the gate
+  // lets the line use them: 0 while the line stands still, everyone when
+  // every turn has come (line_gate.h).
   int64_t freeSlots(int64_t own) const;
   // A waiting ticket a whole ring behind the back of the line becomes
   // Returned (see takeNext); false when `ticket` cannot be carried now.
@@ -349,12 +342,12 @@ class TicketRing final : public Handle, public Line {
   // live ticket (view Unknown, or Expired after retiring it).
   TicketEntry* touchLive(const TicketCookie& cookie, Millis now, Millis ttl, Contact contact, TicketView& view);
 
+  LineFlow flow() const;
+
   const Semaphore* pages_;
-  const Sessions* sessions_;
   Clients* clients_;
   LineRate* line_rate_;
-  const Modes* modes_;
-  AdmitRate* admit_rate_;
+  LineGate* gate_ = nullptr;
 };
 
 }  // namespace concert::shm

@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "shm/counters.h"
+#include "shm/gauges.h"
 
 namespace concert::shm {
 
@@ -34,7 +35,7 @@ struct Geometry {
 Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t asset_users_max);
 
 // ---------------------------------------------------------------- ranks
-// Who waits ahead of whom for a page slot (sessions.h): rank 0 is a room
+// Who waits ahead of whom for a page slot (admission/room.h): rank 0 is a room
 // pass (promoted or invited visitors), ranks 1.. the origin's priority
 // classes in -priority-classes order, then plain sessions; the line comes
 // after all of them.
@@ -52,6 +53,11 @@ constexpr uint32_t kClusterIndex = 2 * kClusterMirror;  // the cache's id -> ran
 constexpr uint32_t kClusterNotes = 8192;               // notes to the engine not yet sent
 constexpr uint32_t kClusterRecent = 4096;              // tickets issued or first seen lately
 constexpr uint32_t kClusterMarks = 8192;               // bans, promotions, ended sessions, across the room
+
+// ---------------------------------------------------------------- histograms and history
+constexpr size_t kHistogramCount = 3;     // histograms.h: one per Histogram
+constexpr size_t kHistogramBounds = 16;   // histograms.h: finite upper bounds; one more bucket is +Inf
+constexpr size_t kHistorySamples = 3600;  // history.h: one hour at one sample a second
 
 // ---------------------------------------------------------------- tickets
 // What the room_ticket cookie carries (admission/cookies.h encodes it): the
@@ -228,24 +234,11 @@ constexpr std::optional<RoomMode> parseRoomMode(std::string_view name) {
 
 // ---------------------------------------------------------------- stats
 struct StatsSnapshot {
-  int32_t cap = 0;
-  int64_t occupancy = 0;
-  int64_t queue_depth = 0;
-  int64_t live_queue_depth = 0;
-  double utilization = 0;  // smoothed (EWMA, alpha 0.1, on each page acquire/release)
-  int32_t asset_cap = 0;
-  int64_t asset_in_flight = 0;
-  int64_t asset_users = 0;
-  int32_t long_lived_cap = 0;
-  int64_t long_lived_in_use = 0;  // open long-lived connections (tunnels, event streams)
-  uint32_t workers = 0;           // live worker processes
-  uint32_t generation = 0;
-  int64_t banned_clients = 0;  // clients banned now (clients.h)
-  // -cluster (cluster.h): cap above is the global cap, occupancy this host's.
-  bool cluster = false;
-  bool cluster_engine_up = false;
-  int32_t cluster_hosts = 0;           // hosts last seen, this one included
-  int64_t cluster_slots_reserved = 0;  // this host's share of the cap (its page semaphore's cap)
+  // One field per gauge, named by its stats key (gauges.h).
+#define CONCERT_GAUGE_FIELD(key, kind, source, metric, help) GaugeField<GaugeKind::kind>::type key{};
+  CONCERT_GAUGES(CONCERT_GAUGE_FIELD)
+#undef CONCERT_GAUGE_FIELD
+  bool cluster = false;  // -cluster (cluster.h): the Cluster gauges are read and reported
 
   // One field per counter, named by its stats key (counters.h).
 #define CONCERT_COUNTER_FIELD(name, key) uint64_t key = 0;

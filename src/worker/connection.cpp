@@ -10,11 +10,7 @@
 #include <exception>
 
 #include "common/log.h"
-#include "admission/abuse.h"
 #include "admission/admission.h"
-#include "admission/dashboard.h"
-#include "admission/priority.h"
-#include "admission/session.h"
 #include "http/client_address.h"
 #include "http/proxy_protocol.h"
 #include "worker/access_log.h"
@@ -39,6 +35,7 @@ ClientConnection::ClientConnection(ConnectionHost& host, evutil_socket_t fd, std
       client_(host.base()),
       parser_(http::MessageParser::Kind::Request),
       request_(parser_.request()),
+      stream_(client_, bytes_sent_),
       exchange_(host.base(), host.upstreams(), host.config(), *this) {
   request_.peer_ip = std::move(peer_ip);
   request_.admin_listener = admin_listener;
@@ -72,12 +69,12 @@ void ClientConnection::onClientRead(Stream&, void* arg) {
     switch (c->state_) {
       case State::ReadingHead: c->processInput(); break;
       case State::LocalBody:
-        c->body_read_ms_ = monotonicMs();
+        c->body_.readAt(monotonicMs());
         c->pumpBody();
         break;
       case State::Proxying:
-        if (!c->body_done_) {
-          c->body_read_ms_ = monotonicMs();
+        if (!c->body_.done()) {
+          c->body_.readAt(monotonicMs());
           c->pumpBody();
         }
         break;
@@ -162,12 +159,13 @@ void ClientConnection::checkTimeouts(Millis now) {
     }
     case State::LocalBody:
     case State::Proxying:
-      if (!body_done_) {
+      if (!body_.done()) {
         // Body bytes not read because the origin takes them slowly are not
         // the client's delay.
-        if (sink_ == Sink::Upstream && exchange_.origin() && exchange_.origin()->pendingOutput() >= kHighWater)
-          body_read_ms_ = now;
-        const Millis deadline = body_read_ms_ + config.client_body_timeout;
+        if (body_.sink() == RequestBody::Sink::Upstream && exchange_.origin() &&
+            exchange_.origin()->pendingOutput() >= kHighWater)
+          body_.readAt(now);
+        const Millis deadline = body_.lastRead() + config.client_body_timeout;
         if (now >= deadline) return timedOut(TimeoutPhase::ClientBody);
         due(deadline);
       }
@@ -206,7 +204,7 @@ void ClientConnection::timedOut(TimeoutPhase phase) {
       // Nothing was answered yet: 408. The origin never got the whole
       // request, so its side is cut at once.
       if ((state_ == State::Proxying && !exchange_.responseStarted()) ||
-          (state_ == State::LocalBody && sink_ == Sink::Collect)) {
+          (state_ == State::LocalBody && body_.sink() == RequestBody::Sink::Collect)) {
         exchange_.drop();
         state_ = State::ReadingHead;
         failRequest(408);
@@ -228,32 +226,6 @@ void ClientConnection::armTimer(Millis deadline) {
   timeval tv = toTimeval(std::max<Millis>(deadline - monotonicMs(), 0));
   evtimer_add(timer_, &tv);
   timer_at_ = deadline;
-}
-
-void ClientConnection::onChunkToUpstream(void* arg, const char* data, size_t len) {
-  auto* c = static_cast<ClientConnection*>(arg);
-  if (len == 0) return;
-  c->body_total_ += static_cast<int64_t>(len);
-  if (c->body_total_ > c->host_.config().max_body) {
-    c->body_error_ = true;
-    return;
-  }
-  switch (c->sink_) {
-    case Sink::Upstream: {
-      Stream* out = c->exchange_.origin();
-      if (!out) return;
-      out->writeChunk(data, len);
-      break;
-    }
-    case Sink::Collect:
-      if (c->collected_.size() + len > kMaxAdminBody) {
-        c->body_error_ = true;
-        return;
-      }
-      c->collected_.append(data, len);
-      break;
-    case Sink::Discard: break;
-  }
 }
 
 // ------------------------------------------------------------ heads
@@ -336,88 +308,48 @@ void ClientConnection::dispatch() {
   bytes_sent_ = 0;
   outcome_ = admission::Outcome::Local;
   extra_headers_.clear();
-  body_total_ = 0;
-  body_error_ = false;
-  if (request_.chunked) {
-    body_mode_ = BodyMode::Chunked;
-    body_done_ = false;
-  } else if (request_.content_length > 0) {
-    body_mode_ = BodyMode::Length;
-    body_remaining_ = request_.content_length;
-    body_done_ = false;
-  } else {
-    body_mode_ = BodyMode::None;
-    body_done_ = true;
-  }
-  if (!body_done_) {
-    body_read_ms_ = started_ms_;
-    ensureTimer(body_read_ms_ + host_.config().client_body_timeout);
-  }
+  body_.start(request_, started_ms_);
+  if (!body_.done()) ensureTimer(body_.lastRead() + host_.config().client_body_timeout);
 
   const config::Config& config = host_.config();
   const bool bypass_client = identifyClient();
   route_ = http::route(config, request_.method, request_.path, bypass_client, request_.admin_listener);
-  log_request_ = !(route_ == http::Route::PrivateAsset || route_ == http::Route::PublicAsset || route_ == http::Route::QueueStatus ||
-                   route_ == http::Route::QueueEvents || route_ == http::Route::Healthz);
+  const http::Endpoint& endpoint = http::endpoint(route_);
+  log_request_ = endpoint.logged;
   const admission::AdmissionContext& ctx = host_.admission();
-  if (config.abuse_threshold > 0 && route_ != http::Route::Healthz) {
-    if (admission::carriesForgedPass(ctx, request_, started_wall_))
-      admission::strike(ctx, request_, admission::Strike::ForgedPass, started_ms_);
-    if (admission::banned(ctx, request_, started_ms_)) {
-      log_request_ = true;
-      outcome_ = admission::Outcome::Rejected;
-      ctx.segment->stats().count(shm::Counter::RejectedBannedTotal);
-      respondLocal(admission::banResponse(), true);
-      return;
-    }
+  if (std::optional<http::LocalResponse> refusal =
+          admission::screen(ctx, request_, route_, started_ms_, started_wall_)) {
+    log_request_ = true;
+    outcome_ = admission::Outcome::Rejected;
+    respondLocal(std::move(*refusal), true);
+    return;
   }
   if (request_.content_length > config.max_body) {
     failRequest(413);
     return;
   }
 
-  switch (route_) {
-    case http::Route::QueueStatus: respondLocal(admission::handleQueueStatus(ctx, request_, monotonicMs()), false); return;
-    case http::Route::QueueEvents: openEvents(started_ms_); return;
-    case http::Route::Healthz: respondLocal(admission::handleHealthz(ctx, request_), false); return;
-    case http::Route::Stats: respondLocal(admission::handleStats(ctx, request_), false); return;
-    case http::Route::Metrics: respondLocal(admission::handleMetrics(ctx, request_), false); return;
-    case http::Route::Report: respondLocal(admission::handleReport(ctx, request_), false); return;
-    case http::Route::Dashboard: respondLocal(admission::handleDashboard(ctx, request_), false); return;
-    case http::Route::DashboardScript: respondLocal(admission::handleDashboardScript(ctx, request_), false); return;
-    case http::Route::History: respondLocal(admission::handleHistory(ctx, request_), false); return;
-    case http::Route::HistoryEvents: openEvents(started_ms_); return;
-    case http::Route::Cap:
-    case http::Route::Promote: collectBody(); return;
-    case http::Route::QueuePromote: respondLocal(admission::handleQueuePromote(ctx, request_), false); return;
-    case http::Route::Mode:
-      if (request_.method == "POST") {
+  switch (endpoint.serve) {
+    case http::Serve::Local:
+      if (endpoint.collects_body && request_.method == "POST") {
         collectBody();
         return;
       }
-      respondLocal(admission::handleMode(ctx, request_, {}), false);
+      respondLocal(admission::answer(ctx, route_, request_, {}, monotonicMs()), false);
       return;
-    case http::Route::QueueList: respondLocal(admission::handleQueueList(ctx, request_, monotonicMs()), false); return;
-    case http::Route::QueueRemove: respondLocal(admission::handleQueueRemove(ctx, request_), false); return;
-    case http::Route::NotFound: respondLocal(http::plainText(404, "not found\n"), false); return;
-    case http::Route::MethodNotAllowed: {
+    case http::Serve::Stream: openEvents(started_ms_); return;
+    case http::Serve::Refused: {
+      if (route_ == http::Route::NotFound) {
+        respondLocal(http::plainText(404, "not found\n"), false);
+        return;
+      }
       http::LocalResponse r = http::plainText(405, "method not allowed\n");
       r.headers.push_back({"Allow", std::string(http::allowedMethods(request_.path))});
       respondLocal(std::move(r), false);
       return;
     }
-    case http::Route::Bypass:
-      outcome_ = admission::Outcome::Bypass;
-      startProxy();
-      return;
-    case http::Route::PrivateAsset:
-    case http::Route::PublicAsset:
-      guard_ = admission::makeAssetGuard(ctx, route_ == http::Route::PrivateAsset);
-      runGuard(monotonicMs());
-      return;
-    case http::Route::LongLived:  // admitted like a page; the long-lived slot is taken on Proceed
-    case http::Route::Page:
-      guard_ = admission::makePageGuard(ctx);
+    case http::Serve::Proxied:
+      guard_ = admission::makeGuard(ctx, route_);
       runGuard(monotonicMs());
       return;
   }
@@ -432,14 +364,6 @@ void ClientConnection::runGuard(Millis now) {
   switch (decision.kind) {
     case admission::Admission::Kind::Proceed:
       if (was_parked) host_.unpark(this);
-      if (route_ == http::Route::LongLived && !takeLongLivedSlot()) {
-        state_ = State::ReadingHead;
-        releaseSlots();
-        http::LocalResponse r = http::plainText(503, "too many long-lived connections\n");
-        r.headers.push_back({"Retry-After", std::to_string(std::max(1, host_.config().retry_after))});
-        respondLocal(std::move(r), false);
-        return;
-      }
       extra_headers_ = std::move(decision.response_headers);
       startProxy();
       return;
@@ -478,31 +402,19 @@ void ClientConnection::recheckAdmission(Millis now) {
 // ------------------------------------------------------------ event streams
 
 void ClientConnection::openEvents(Millis now) {
-  if (route_ == http::Route::HistoryEvents)
-    events_ = admission::makeHistoryEvents(host_.admission());
-  else
-    events_ = std::make_unique<admission::QueueEvents>(host_.admission());
-  admission::EventFeed::Opening opening = events_->open(request_, now);
-  if (!opening.stream) {
-    events_.reset();
-    respondLocal(std::move(opening.response), false);
+  EventStreamWriter::Opened opened = stream_.open(admission::makeFeed(host_.admission(), route_), request_,
+                                                  body_.done() && !host_.draining(), now);
+  if (!opened.stream) {
+    respondLocal(std::move(opened.response), false);
     return;
   }
-  // A request body is never read here: the connection closes after the
-  // stream rather than parse it as the next request.
-  stream_chunked_ = request_.http_minor >= 1;
-  stream_keep_alive_ = stream_chunked_ && request_.keep_alive && body_done_ && !host_.draining();
-  status_ = opening.response.status;
-  scratch_.clear();
-  http::serializeStreamHead(opening.response, stream_chunked_, !stream_keep_alive_, scratch_);
-  client_.write(scratch_);
+  status_ = opened.response.status;
   state_ = State::EventStream;
-  streamWrite(opening.first.text(), now);
-  if (opening.first.ends()) {
+  if (opened.ended) {
     endStream();
     return;
   }
-  host_.addStream(this, events_->ticket());
+  host_.addStream(this, stream_.ticket());
   ensureTimer(now + host_.config().send_timeout);
   if (host_.draining()) recheckStream(now, false);  // ends it at once
 }
@@ -511,34 +423,18 @@ bool ClientConnection::recheckStream(Millis now, bool tick, bool may_send_positi
   if (closed_ || state_ != State::EventStream) return false;
   bool position = false;
   CONCERT_CALLBACK_GUARD(this, {
-    admission::EventFeed::Event event = events_->recheck(now, may_send_position);
-    position = event.kind == admission::EventFeed::Event::Kind::Position;
-    if (event.kind != admission::EventFeed::Event::Kind::None)
-      streamWrite(event.text(), now);
-    else if (tick && now - stream_written_ms_ >= kKeepAliveEvery)
-      streamWrite(admission::kEventStreamKeepAlive, now);
-    if (event.ends())
-      endStream();
-    else if (client_.pendingOutput() > kMaxStreamBacklog)
-      close();
+    switch (stream_.recheck(now, tick, may_send_position, position)) {
+      case EventStreamWriter::Next::Open: break;
+      case EventStreamWriter::Next::End: endStream(); break;
+      case EventStreamWriter::Next::Backlogged: close(); break;
+    }
   })
   return position;
 }
 
-void ClientConnection::streamWrite(std::string_view text, Millis now) {
-  if (stream_chunked_)
-    client_.writeChunk(text);
-  else
-    client_.write(text);
-  bytes_sent_ += text.size();
-  stream_written_ms_ = now;
-}
-
 void ClientConnection::endStream() {
   host_.removeStream(this);
-  events_.reset();
-  if (stream_chunked_) client_.write("0\r\n\r\n", 5);
-  endRequest(stream_keep_alive_);
+  endRequest(stream_.finish());
 }
 
 // ------------------------------------------------------------ responses
@@ -550,8 +446,7 @@ void ClientConnection::failRequest(int status) {
     log_request_ = true;
     keyPeer();
   }
-  if (status == 400 || status == 413 || status == 414 || status == 431)
-    admission::strike(host_.admission(), request_, admission::Strike::BadRequest, started_ms_);
+  admission::refused(host_.admission(), request_, status, started_ms_);
   http::LocalResponse r = http::plainText(status, std::string(http::reasonPhrase(status)) + "\n");
   if (status == 405) r.headers.push_back({"Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"});
   respondLocal(std::move(r), true);
@@ -564,13 +459,8 @@ void ClientConnection::respondLocal(http::LocalResponse&& response, bool close_a
   // A body nobody uses is never waited for: dropped when it is all here
   // already, else the answer closes the connection (a declared body that
   // never comes cannot hold it open).
-  if (!body_done_ && !body_error_ && body_mode_ == BodyMode::Length &&
-      client_.input().size() >= static_cast<size_t>(body_remaining_)) {
-    client_.consume(static_cast<size_t>(body_remaining_));
-    body_remaining_ = 0;
-    body_done_ = true;
-  }
-  const bool must_close = close_after || !request_.keep_alive || host_.draining() || !body_done_ || body_error_;
+  body_.dropIfBuffered(client_);
+  const bool must_close = close_after || !request_.keep_alive || host_.draining() || !body_.done() || body_.failed();
   wire.close = must_close;
   wire.http10_keep_alive = !must_close && request_.http_minor == 0;
   scratch_.clear();
@@ -584,58 +474,39 @@ void ClientConnection::respondLocal(http::LocalResponse&& response, bool close_a
 // ------------------------------------------------------------ request bodies
 
 void ClientConnection::pumpBody() {
-  const Buffer& in = client_.input();
-  while (!closed_ && !body_done_) {
-    size_t avail = in.size();
-    if (avail == 0) return;
+  while (!closed_ && !body_.done()) {
     Stream* origin = nullptr;
-    if (sink_ == Sink::Upstream) {
+    if (body_.sink() == RequestBody::Sink::Upstream) {
       origin = exchange_.origin();
       if (!origin) return;
       if (origin->pendingOutput() >= kHighWater) return;  // resumed by originWritable
     }
-    if (body_mode_ == BodyMode::Length) {
-      size_t n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(avail), body_remaining_));
-      switch (sink_) {
-        case Sink::Upstream: origin->writeFrom(client_, n); break;
-        case Sink::Collect:
-          collected_.append(in.data(), n);
-          client_.consume(n);
-          break;
-        case Sink::Discard: client_.consume(n); break;
-      }
-      body_remaining_ -= static_cast<int64_t>(n);
-      body_total_ += static_cast<int64_t>(n);
-      if (body_remaining_ == 0) bodyFinished();
-      continue;
+    const RequestBody::Step step = body_.pump(client_, parser_, origin, host_.config().max_body);
+    switch (step) {
+      case RequestBody::Step::Starved: return;
+      case RequestBody::Step::Moved: break;
+      case RequestBody::Step::Finished: bodyFinished(); break;
+      case RequestBody::Step::TooLarge:
+      case RequestBody::Step::Malformed:
+        if (exchange_.responseStarted() ||
+            (state_ == State::LocalBody && body_.sink() == RequestBody::Sink::Discard)) {
+          close();  // the answer already went out: nothing left to say
+        } else {
+          exchange_.drop();
+          failRequest(step == RequestBody::Step::TooLarge ? 413 : 400);
+        }
+        return;
     }
-    size_t consumed = 0;
-    http::ParseStatus s = parser_.feedChunked(in.data(), in.size(), &consumed, &ClientConnection::onChunkToUpstream, this);
-    client_.consume(consumed);
-    if (body_error_ || s == http::ParseStatus::Error) {
-      const int status = body_error_ ? 413 : 400;
-      body_error_ = true;
-      if (exchange_.responseStarted() || (state_ == State::LocalBody && sink_ == Sink::Discard)) {
-        close();  // the answer already went out: nothing left to say
-      } else {
-        exchange_.drop();
-        failRequest(status);
-      }
-      return;
-    }
-    if (s == http::ParseStatus::BodyDone) bodyFinished();
   }
 }
 
 void ClientConnection::collectBody() {
-  if (body_mode_ == BodyMode::Length && body_remaining_ > static_cast<int64_t>(kMaxAdminBody)) {
+  if (!body_.collect()) {
     failRequest(413);
     return;
   }
-  collected_.clear();
-  sink_ = Sink::Collect;
   state_ = State::LocalBody;
-  if (body_done_) {
+  if (body_.done()) {
     bodyFinished();
     return;
   }
@@ -643,20 +514,14 @@ void ClientConnection::collectBody() {
   pumpBody();
 }
 
-http::LocalResponse ClientConnection::answerCollected() {
-  if (route_ == http::Route::Mode) return admission::handleMode(host_.admission(), request_, collected_);
-  if (route_ == http::Route::Promote) return admission::handlePromote(host_.admission(), request_, collected_);
-  return admission::handleCap(host_.admission(), request_, collected_);
-}
-
 void ClientConnection::bodyFinished() {
-  body_done_ = true;
-  switch (sink_) {
-    case Sink::Collect: respondLocal(answerCollected(), false); return;
-    case Sink::Discard: endRequest(true); return;
-    case Sink::Upstream:
-      if (Stream* origin = exchange_.origin(); origin && body_mode_ == BodyMode::Chunked)
-        origin->write("0\r\n\r\n", 5);
+  switch (body_.sink()) {
+    case RequestBody::Sink::Collect:
+      respondLocal(admission::answer(host_.admission(), route_, request_, body_.collected(), monotonicMs()), false);
+      return;
+    case RequestBody::Sink::Discard: endRequest(true); return;
+    case RequestBody::Sink::Upstream:
+      if (Stream* origin = exchange_.origin(); origin && body_.chunked()) origin->write("0\r\n\r\n", 5);
       exchange_.requestSent();
       return;
   }
@@ -671,20 +536,6 @@ void ClientConnection::releaseSlots() {
     guard_->release();
     guard_.reset();
   }
-  if (long_lived_slot_) {
-    long_lived_slot_ = false;
-    host_.admission().segment->longLived().release(host_.admission().slot);
-  }
-}
-
-bool ClientConnection::takeLongLivedSlot() {
-  const admission::AdmissionContext& ctx = host_.admission();
-  if (!ctx.segment->longLived().tryAcquire(ctx.slot)) {
-    ctx.segment->stats().count(shm::Counter::LongLivedRefusedTotal);
-    return false;
-  }
-  long_lived_slot_ = true;
-  return true;
 }
 
 void ClientConnection::logRequest() {
@@ -700,14 +551,10 @@ void ClientConnection::endRequest(bool keep_alive) {
   releaseSlots();
   logRequest();
   extra_headers_.clear();
-  collected_.clear();
+  body_.reset();
   status_ = 0;
   bytes_sent_ = 0;
   started_ms_ = 0;
-  body_mode_ = BodyMode::None;
-  body_done_ = true;
-  body_error_ = false;
-  sink_ = Sink::Discard;
   if (!keep_alive || host_.draining()) {
     startClosing();
     return;
@@ -747,7 +594,7 @@ void ClientConnection::close() {
   logRequest();
   if (state_ == State::Parked) host_.unpark(this);
   if (state_ == State::EventStream) host_.removeStream(this);
-  events_.reset();
+  stream_.drop();
   if (timer_) evtimer_del(timer_);
   timer_at_ = 0;
   client_.setCallbacks(nullptr, nullptr, nullptr, nullptr);
@@ -791,39 +638,34 @@ void ClientConnection::abort() {
 
 void ClientConnection::startProxy() {
   state_ = State::Proxying;
-  sink_ = Sink::Upstream;
+  body_.sendTo(RequestBody::Sink::Upstream);
   ensureTimer(monotonicMs() + host_.config().send_timeout);
-  if (request_.expect_continue && !body_done_) client_.write(kContinue, sizeof kContinue - 1);
+  if (request_.expect_continue && !body_.done()) client_.write(kContinue, sizeof kContinue - 1);
   if (!exchange_.start(extra_headers_, &bytes_sent_)) return;
-  if (body_done_)
+  if (body_.done())
     exchange_.requestSent();
   else
     pumpBody();
 }
 
 void ClientConnection::originWritable() {
-  if (state_ == State::Proxying && !body_done_) pumpBody();
+  if (state_ == State::Proxying && !body_.done()) pumpBody();
 }
 
 void ClientConnection::exchangeFailed(int status) {
   state_ = State::ReadingHead;
   // A detached exchange still uses this connection's request: no next one.
   respondLocal(status == 504 ? http::plainText(504, "upstream timed out\n") : http::plainText(502, "upstream unavailable\n"),
-               !body_done_ || exchange_.detached());
+               !body_.done() || exchange_.detached());
 }
 
 void ClientConnection::tunnelOpened() {
   state_ = State::Tunnel;
-  body_done_ = true;
+  body_.end();
 }
 
-// A long-lived path's tunnel or event stream is open: its page slot goes
-// back to the room, the long-lived slot taken on admission stays until it
-// closes. Elsewhere a tunnel keeps its page slot, as any request does.
 void ClientConnection::longLivedOpened() {
-  if (route_ != http::Route::LongLived || !guard_) return;
-  guard_->release();
-  guard_.reset();
+  if (guard_) guard_->onLongLived();
 }
 
 void ClientConnection::abortConnection(const char* what) {
@@ -835,13 +677,8 @@ void ClientConnection::abortConnection(const char* what) {
   close();
 }
 
-void ClientConnection::sessionEnded() {
-  admission::endSession(host_.admission(), request_, unixSeconds());
-}
-
-std::optional<std::string> ClientConnection::priorityGranted(std::string_view header_value,
-                                                             const http::Headers& response_headers) {
-  return admission::grantPriority(host_.admission(), request_, response_headers, header_value, unixSeconds());
+void ClientConnection::responseHead(const http::ResponseHead& head, bool detached) {
+  if (guard_) guard_->onResponseHead(request_, head, detached, extra_headers_);
 }
 
 // The origin's answers and errors, counted in the segment (shm/counters.h)

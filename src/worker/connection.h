@@ -10,15 +10,21 @@
 //        └── keep-alive ◀────┴──────────────────────────◀──────────┘
 //                            └─ close ─▶ Closing (flush) ─▶ Lingering ─▶ freed
 //
+// Routing is the router's endpoint table (http/router.h): a local endpoint
+// is answered by admission, a POST's body collected first where the table
+// says so; an event stream goes to EventStream; a proxied route gets its
+// guard (admission::makeGuard), which lasts the whole exchange.
+//
 // EventStream: a waiting page's GET /queue/events, answered locally for as
 // long as its ticket waits (or the dashboard's GET /_room/history/events,
-// for as long as the dashboard is open). An admission::EventFeed says what
-// to send; the
-// connection frames it (chunked for HTTP/1.1, delimited by the close for
-// HTTP/1.0), adds a keep-alive comment after kKeepAliveEvery without a
-// write, and ends the stream (terminating chunk, then keep-alive or close)
-// after `ready`, for a cookie refresh, or on drain. The worker files it by
-// ticket (ConnectionHost::addStream) and calls recheckStream().
+// for as long as the dashboard is open). An EventStreamWriter
+// (event_stream_writer.h) frames what the feed says; the stream ends
+// (terminating chunk, then keep-alive or close) after `ready`, for a cookie
+// refresh, or on drain. The worker files it by ticket
+// (ConnectionHost::addStream) and calls recheckStream().
+//
+// The request body is a RequestBody (request_body.h): dropped, collected for
+// a local endpoint, or pumped to the origin.
 //
 // Every phase is bounded (timeouts.h): one timer per connection, armed
 // lazily — a transition re-arms it only when its deadline comes before the
@@ -46,23 +52,21 @@
 #include <string>
 #include <string_view>
 
-#include "admission/admission.h"
 #include "admission/guard.h"
 #include "common/clock.h"
 #include "http/parser.h"
 #include "http/request.h"
 #include "http/response.h"
 #include "http/router.h"
+#include "worker/event_stream_writer.h"
 #include "worker/host.h"
 #include "worker/origin_exchange.h"
+#include "worker/request_body.h"
 #include "worker/stream.h"
 
 namespace concert::worker {
 
 constexpr Millis kLingerTimeout = 2'000;
-constexpr size_t kMaxAdminBody = 64 * 1024;  // a collected JSON body: POST /_room/cap, /_room/mode
-constexpr Millis kKeepAliveEvery = 15'000;  // an event stream's comment line when idle that long
-constexpr size_t kMaxStreamBacklog = 64 * 1024;  // an event stream's client that reads nothing is closed
 
 class ClientConnection final : private OriginExchange::Client {
  public:
@@ -93,19 +97,16 @@ class ClientConnection final : private OriginExchange::Client {
 
  private:
   enum class State { ReadingHead, Parked, LocalBody, EventStream, Proxying, Tunnel, Closing, Lingering };
-  enum class BodyMode { None, Length, Chunked };
-  enum class Sink { Discard, Collect, Upstream };
 
   static void onClientRead(Stream& stream, void* arg);
   static void onClientWrite(Stream& stream, void* arg);
   static void onClientEvent(Stream& stream, short events, void* arg);
   static void onTimer(evutil_socket_t, short, void* arg);
-  static void onChunkToUpstream(void* arg, const char* data, size_t len);
 
   // OriginExchange::Client
   const http::Request& request() const override { return request_; }
   Stream& clientStream() override { return client_; }
-  bool requestBodyDone() const override { return body_done_; }
+  bool requestBodyDone() const override { return body_.done(); }
   bool draining() const override { return host_.draining(); }
   void originWritable() override;
   void responseStarted(int status) override { status_ = status; }
@@ -116,9 +117,7 @@ class ClientConnection final : private OriginExchange::Client {
   void originReleased() override;
   void timedOut(TimeoutPhase phase) override;
   void abortConnection(const char* what) override;
-  void sessionEnded() override;
-  std::optional<std::string> priorityGranted(std::string_view header_value,
-                                             const http::Headers& response_headers) override;
+  void responseHead(const http::ResponseHead& head, bool detached) override;
   void originAnswered(int status, int64_t micros) override;
   void originFailed(OriginError kind) override;
   void fail(const char* what);  // an exception in a client-side callback: log, close
@@ -133,11 +132,9 @@ class ClientConnection final : private OriginExchange::Client {
   void failRequest(int status);  // a refused request: answer and close
   void pumpBody();
   void bodyFinished();
-  void collectBody();  // an admin POST: its body is read whole, then answered (answerCollected)
-  http::LocalResponse answerCollected();
+  void collectBody();  // an admin POST: its body is read whole, then answered
   void endRequest(bool keep_alive);
-  void releaseSlots();  // the guard's and the long-lived slot; deferred while the exchange is detached
-  bool takeLongLivedSlot();
+  void releaseSlots();  // the guard's; deferred while the exchange is detached
   void logRequest();
   void close();
   void startClosing();
@@ -146,7 +143,6 @@ class ClientConnection final : private OriginExchange::Client {
   void armTimer(Millis deadline);
   void startProxy();
   void openEvents(Millis now);
-  void streamWrite(std::string_view text, Millis now);
   void endStream();
 
   ConnectionHost& host_;
@@ -155,7 +151,6 @@ class ClientConnection final : private OriginExchange::Client {
   event* timer_ = nullptr;
   Millis timer_at_ = 0;     // when timer_ fires; 0 = not armed
   Millis phase_since_ = 0;  // ReadingHead: head start or idle since; Lingering: its start
-  Millis body_read_ms_ = 0;  // the request body's last read
   http::MessageParser parser_;
   State state_ = State::ReadingHead;
   bool closed_ = false;
@@ -165,10 +160,9 @@ class ClientConnection final : private OriginExchange::Client {
   // current request
   http::Request& request_;
   http::Route route_ = http::Route::Page;
-  std::unique_ptr<admission::RequestGuard> guard_;
-  bool long_lived_slot_ = false;  // holds one of -long-lived-cap
+  std::unique_ptr<admission::RequestGuard> guard_;  // a proxied route's, until the request ends
   admission::Outcome outcome_ = admission::Outcome::Local;
-  http::Headers extra_headers_;  // the guard's Set-Cookie for a proxied response
+  http::Headers extra_headers_;  // the guard's headers for a proxied response, as onResponseHead leaves them
   bool log_request_ = false;
   int status_ = 0;
   uint64_t bytes_sent_ = 0;
@@ -177,20 +171,8 @@ class ClientConnection final : private OriginExchange::Client {
   Millis park_deadline_ = 0;
   bool idle_ = true;  // between requests, no byte of the next one read yet
 
-  // request body
-  BodyMode body_mode_ = BodyMode::None;
-  Sink sink_ = Sink::Discard;
-  int64_t body_remaining_ = 0;
-  int64_t body_total_ = 0;
-  bool body_done_ = true;
-  bool body_error_ = false;
-  std::string collected_;
-
-  // GET /queue/events, GET /_room/history/events
-  std::unique_ptr<admission::EventFeed> events_;
-  bool stream_chunked_ = false;
-  bool stream_keep_alive_ = false;  // after the stream ends
-  Millis stream_written_ms_ = 0;
+  RequestBody body_;
+  EventStreamWriter stream_;  // GET /queue/events, GET /_room/history/events
 
   OriginExchange exchange_;
   std::string scratch_;

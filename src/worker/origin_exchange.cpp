@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <exception>
 
-#include "admission/cookies.h"
+#include "admission/admission.h"
 #include "common/log.h"
 #include "http/response.h"
 #include "worker/callbacks.h"
@@ -373,12 +373,10 @@ void OriginExchange::readResponse() {
       return;
     }
     http::ResponseHead& head = parser.response();
-    if (head.status == 101 || head.status >= 200)
+    if (head.status == 101 || head.status >= 200) {
       client_.originAnswered(head.status, sent_us_ == 0 ? 0 : monotonicUs() - sent_us_);
-    if ((head.status == 101 || head.status >= 200) && endsSession(head))
-      endSession();
-    else if ((head.status == 101 || head.status >= 200) && !detached_)
-      grantPriority(head);
+      client_.responseHead(head, detached_);
+    }
     if (detached_ && (head.status == 101 || (head.status >= 200 && isEventStream(head)))) {
       finishDetached(false);  // nothing left to wait for
       return;
@@ -402,7 +400,7 @@ void OriginExchange::readResponse() {
           !request.keep_alive || client_.draining() || framing_ == ClientFraming::Close || !client_.requestBodyDone();
       if (event_stream_) client_.longLivedOpened();
       scratch_.clear();
-      buildClientResponseHead(head, request, framing_, close_after_, *extra_, scratch_);
+      buildClientResponseHead(head, request, framing_, close_after_, *extra_, scratch_, admission::originOnlyHeaders());
       client_.clientStream().write(scratch_);
       response_started_ = true;
       client_.responseStarted(head.status);
@@ -523,32 +521,12 @@ void OriginExchange::complete() {
 
 // ------------------------------------------------------------ tunnels
 
-// The pass is revoked before the head that expires its cookie goes out, and
-// the guard's Set-Cookie for the pass (a slid or new one) gives way to that
-// expiry.
-void OriginExchange::endSession() {
-  client_.sessionEnded();
-  session_end_extra_ = sessionEndHeaders(*extra_, admission::expiredAdmitSetCookie(config_, client_.request().client_https));
-  extra_ = &session_end_extra_;
-}
-
-// A response that ends the session grants nothing: the pass a priority
-// cookie would be bound to is revoked with it.
-void OriginExchange::grantPriority(const http::ResponseHead& head) {
-  std::string_view value;
-  if (!priorityHeader(head, value)) return;
-  std::optional<std::string> set_cookie = client_.priorityGranted(value, *extra_);
-  if (!set_cookie) return;
-  priority_extra_ = *extra_;
-  priority_extra_.push_back(http::Header{"Set-Cookie", std::move(*set_cookie)});
-  extra_ = &priority_extra_;
-}
-
 void OriginExchange::startTunnel() {
   const http::ResponseHead& head = upstream_->parser.response();
   client_.longLivedOpened();
   scratch_.clear();
-  buildClientResponseHead(head, client_.request(), ClientFraming::None, false, *extra_, scratch_);
+  buildClientResponseHead(head, client_.request(), ClientFraming::None, false, *extra_, scratch_,
+                          admission::originOnlyHeaders());
   client_.clientStream().write(scratch_);
   response_started_ = true;
   phase_ = Phase::Tunnel;

@@ -24,10 +24,11 @@
 // origin() and calls requestSent() when the last byte is queued (that arms
 // the response-head timer). The exchange writes the response to the client
 // stream directly and reports back through Client: a failure before any
-// response byte (the connection answers 502/504 itself), the response head,
-// the end of the exchange, a tunnel, the end of the visitor's session
-// (Concert-Session: end, which never reaches the client; the response
-// expires the concert_admit cookie instead of sliding it). Framing is always
+// response byte (the connection answers 502/504 itself), the origin's
+// response head before anything of it goes out (the client's guard may
+// change the headers added to it), the response head going out, the end of
+// the exchange, a tunnel. The headers the origin addresses to Concert never
+// reach the client (admission::originOnlyHeaders). Framing is always
 // Concert's decision: a failure after the response head closes the client
 // connection, so a truncated body is never mistaken for a whole one.
 #pragma once
@@ -95,18 +96,11 @@ class OriginExchange {
     virtual void timedOut(TimeoutPhase phase) = 0;
     // Something unexpected was thrown in an origin callback: close at once.
     virtual void abortConnection(const char* what) = 0;
-    // The origin's response ends the visitor's session (Concert-Session:
-    // end): revoke the request's pass. Called once, before the response head
-    // goes out, and also when the client is gone (detached).
-    virtual void sessionEnded() = 0;
-    // The origin grants a priority class (Concert-Priority: `header_value`,
-    // which never reaches the client): the Set-Cookie value to add to the
-    // response, or nullopt for none. `response_headers` are the guard's
-    // headers going out with it (a concert_admit being set is the pass the
-    // grant binds to). Called once, before the response head goes out, and
-    // never for a detached exchange or a response that ends the session.
-    virtual std::optional<std::string> priorityGranted(std::string_view header_value,
-                                                       const http::Headers& response_headers) = 0;
+    // The origin's final response head (101, or 200..599) arrived: called
+    // once, right after originAnswered() and before anything of it goes out,
+    // also for a detached exchange. The `extra` headers given to start() may
+    // be changed here; they are read after it.
+    virtual void responseHead(const http::ResponseHead& head, bool detached) = 0;
     // The origin's final response head arrived (101, or 200..599; an interim
     // 100/103 does not count), `micros` after the whole request was queued
     // toward the origin (requestSent(); 0 if the head came first). Also for a
@@ -127,8 +121,8 @@ class OriginExchange {
 
   bool init();  // false: out of memory for the timer
 
-  // Connect and queue the request head; `extra` (the guard's Set-Cookie) is
-  // added to the response head, and every response byte relayed is added to
+  // Connect and queue the request head; `extra` (the guard's Set-Cookie, as
+  // Client::responseHead leaves it) is added to the response head, and every response byte relayed is added to
   // `*sent` (both must outlive the exchange). False when it failed at once
   // (the client was told through exchangeFailed).
   bool start(const http::Headers& extra, uint64_t* sent);
@@ -175,8 +169,6 @@ class OriginExchange {
   void fail(int status, const std::string& reason);
   void startTunnel();
   void armResponseTimer();
-  void endSession();  // Concert-Session: end in the response head
-  void grantPriority(const http::ResponseHead& head);  // Concert-Priority in the response head
 
   event_base* base_;
   UpstreamPool& pool_;
@@ -185,8 +177,6 @@ class OriginExchange {
   UpstreamConn* upstream_ = nullptr;
   event* response_timer_ = nullptr;
   const http::Headers* extra_ = nullptr;
-  http::Headers session_end_extra_;  // extra_ for a response that ends the session
-  http::Headers priority_extra_;     // extra_ plus the concert_priority Set-Cookie
   Phase phase_ = Phase::None;
   BodyFraming body_ = BodyFraming::Length;
   ClientFraming framing_ = ClientFraming::None;

@@ -3,8 +3,6 @@
 // parsed heads; see rewrite.h.
 #include "worker/rewrite.h"
 
-#include "admission/cookies.h"
-#include "admission/priority.h"
 #include "http/client_address.h"
 #include "http/response.h"
 
@@ -24,6 +22,12 @@ namespace {
 bool namedByConnection(const http::Headers& headers, std::string_view name) {
   for (const http::Header& h : headers)
     if (http::equalsIgnoreCase(h.name, "Connection") && http::headerHasToken(h.value, name)) return true;
+  return false;
+}
+
+bool named(std::span<const std::string_view> names, std::string_view name) {
+  for (std::string_view n : names)
+    if (http::equalsIgnoreCase(n, name)) return true;
   return false;
 }
 
@@ -87,8 +91,7 @@ void buildUpstreamRequestHead(const http::Request& request, const config::Config
     if (http::equalsIgnoreCase(name, "Cookie")) {
       if (cookie_done) continue;
       cookie_done = true;
-      std::optional<std::string> kept = admission::stripConcertCookies(http::joinHeader(request.headers, "Cookie", "; "));
-      if (kept) appendHeader(out, "Cookie", *kept);
+      if (std::optional<std::string> kept = admission::originCookie(request)) appendHeader(out, "Cookie", *kept);
       continue;
     }
     appendHeader(out, name, h.value);
@@ -124,7 +127,8 @@ ClientFraming chooseClientFraming(const http::ResponseHead& origin, const http::
 }
 
 void buildClientResponseHead(const http::ResponseHead& origin, const http::Request& request, ClientFraming framing,
-                             bool close_client, const http::Headers& extra, std::string& out) {
+                             bool close_client, const http::Headers& extra, std::string& out,
+                             std::span<const std::string_view> dropped) {
   out += "HTTP/1.1 ";
   out += std::to_string(origin.status);
   out += ' ';
@@ -133,8 +137,7 @@ void buildClientResponseHead(const http::ResponseHead& origin, const http::Reque
   bool has_date = false;
   for (const http::Header& h : origin.headers) {
     const std::string_view name = h.name;
-    if (isHopByHop(name) || http::equalsIgnoreCase(name, "Content-Length") ||
-        http::equalsIgnoreCase(name, kSessionHeader) || http::equalsIgnoreCase(name, admission::kPriorityHeader) ||
+    if (isHopByHop(name) || http::equalsIgnoreCase(name, "Content-Length") || named(dropped, name) ||
         namedByConnection(origin.headers, name))
       continue;
     if (!has_date && http::equalsIgnoreCase(name, "Date")) has_date = true;
@@ -161,30 +164,6 @@ void buildClientResponseHead(const http::ResponseHead& origin, const http::Reque
     appendHeader(out, "Connection", "keep-alive");
   }
   out += "\r\n";
-}
-
-bool endsSession(const http::ResponseHead& origin) {
-  for (const http::Header& h : origin.headers)
-    if (http::equalsIgnoreCase(h.name, kSessionHeader) && http::headerHasToken(h.value, "end")) return true;
-  return false;
-}
-
-http::Headers sessionEndHeaders(const http::Headers& extra, std::string_view expire_cookie) {
-  http::Headers out;
-  out.reserve(extra.size() + 1);
-  for (const http::Header& h : extra)
-    if (!(http::equalsIgnoreCase(h.name, "Set-Cookie") && admission::setsAdmitCookie(h.value))) out.push_back(h);
-  out.push_back(http::Header{"Set-Cookie", std::string(expire_cookie)});
-  return out;
-}
-
-bool priorityHeader(const http::ResponseHead& origin, std::string_view& value) {
-  for (const http::Header& h : origin.headers)
-    if (http::equalsIgnoreCase(h.name, admission::kPriorityHeader)) {
-      value = h.value;
-      return true;
-    }
-  return false;
 }
 
 bool isEventStream(const http::ResponseHead& origin) {

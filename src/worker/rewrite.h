@@ -4,9 +4,11 @@
 // (origin_exchange.h).
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
+#include "admission/admission.h"
 #include "config/config.h"
 #include "http/parser.h"
 #include "http/request.h"
@@ -34,38 +36,20 @@ std::string upstreamTarget(const config::Upstream& upstream, const http::Request
 // The whole request head toward the origin (ends with the blank line):
 // hop-by-hop headers (and those Connection names) removed, Forwarded and
 // X-Forwarded-* replaced (a trusted proxy's chain carried on, see
-// http/client_address.h), Host preserved or rewritten, Cookie rebuilt without
-// Concert's cookies, framing chosen by Concert (Content-Length when known,
+// http/client_address.h), Host preserved or rewritten, Cookie rebuilt as
+// admission says (admission::originCookie), framing chosen by Concert (Content-Length when known,
 // chunked otherwise), Expect dropped (Concert answers 100-continue itself),
 // Upgrade re-added for a protocol switch.
 void buildUpstreamRequestHead(const http::Request& request, const config::Config& config, std::string& out);
 
 // The response head toward the client: origin status and headers minus
-// hop-by-hop and framing headers, Concert-Session and Concert-Priority, then `extra` (the
-// guard's Set-Cookie), Concert's framing, Date when the origin sent none, and
-// Connection.
+// hop-by-hop and framing headers and those named in `dropped` (the headers
+// the origin addresses to Concert, as admission lists them), then `extra`
+// (the guard's Set-Cookie), Concert's framing, Date when the origin sent
+// none, and Connection.
 void buildClientResponseHead(const http::ResponseHead& origin, const http::Request& request, ClientFraming framing,
-                             bool close_client, const http::Headers& extra, std::string& out);
-
-// Concert-Session, the origin's word to Concert about the visitor's session:
-// `end` ends it (the pass is revoked on every worker, admission/session.h, and
-// the response expires its cookie). It never reaches the client.
-inline constexpr std::string_view kSessionHeader = "Concert-Session";
-
-// Does the origin end the visitor's session with this response (a
-// Concert-Session header listing `end`, in any case)?
-bool endsSession(const http::ResponseHead& origin);
-
-// The guard's headers for a response that ends the session: every
-// concert_admit Set-Cookie (a slid or newly minted pass) dropped, the rest
-// kept in order, and `expire_cookie` (the Set-Cookie value that expires the
-// pass) added.
-http::Headers sessionEndHeaders(const http::Headers& extra, std::string_view expire_cookie);
-
-// The first Concert-Priority header of the origin's response, the origin's
-// grant of a priority class (admission/priority.h); it never reaches the
-// client. False when there is none.
-bool priorityHeader(const http::ResponseHead& origin, std::string_view& value);
+                             bool close_client, const http::Headers& extra, std::string& out,
+                             std::span<const std::string_view> dropped = admission::originOnlyHeaders());
 
 // A `text/event-stream` response: long-lived, bounded by the tunnel timeout
 // instead of the upstream read timeout.

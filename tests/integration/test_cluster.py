@@ -45,7 +45,7 @@ import time
 import unittest
 from collections import Counter
 
-from concert_harness import BIN, Concert, TEST_SECRET, wait_for
+from concert_harness import BIN, Concert, TEST_SECRET, request_from, wait_for
 from fake_origin import FakeOrigin, Recorder
 from redis_server import RedisServer, redis_available
 from visitor import BROWSER, JSON, Visitor, in_thread, is_admitted
@@ -158,16 +158,6 @@ class TaggedOrigins:
 
 
 # -- clients -------------------------------------------------------------------------------------------
-
-def request_from(port, source, path, headers=None, timeout=10):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
-    try:
-        c.request("GET", path, headers=headers or {})
-        r = c.getresponse()
-        return r.status, r.getheaders(), r.read()
-    finally:
-        c.close()
-
 
 def wait_in_line(v, path, pick, deadline, page_pick=None, page_timeout=20):
     """`v` asks for `path` until the origin answers it, polling /queue/status (no event stream) on

@@ -15,16 +15,11 @@ import unittest
 import urllib.parse
 
 from concert_harness import Concert, header, headers_all, wait_for
+from redis_server import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SECRET = "demo-promote-secret-0123456789abcdef-xyz"
 BROWSER = {"Accept": "text/html"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class DemoPaymentTest(unittest.TestCase):

@@ -6,10 +6,9 @@ cap page requests at once. No assertion depends on speed: every wait is bounded.
 import re
 import signal
 import socket
-import threading
 import unittest
 
-from concert_harness import Concert, header, headers_all, wait_for
+from concert_harness import Concert, header, in_thread, set_cookies, wait_for
 from fake_origin import FakeOrigin
 from room import fill
 
@@ -18,39 +17,6 @@ QUEUED_JSON = (b'{"eta_seconds":null,"hint":"keep the room_ticket cookie and ret
                b'"queued":true,"retry_after_seconds":5,"status_url":"/queue/status"}')
 BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 ACCESS_RE = re.compile(r'"GET (\S+) HTTP/1\.1" (\d{3}) \d+ "[^"]*" "([^"]*)" \d+\.\d{3} (\w+)$')
-
-
-def cookies(headers):
-    """{name: value} of a response's Set-Cookie headers."""
-    out = {}
-    for line in headers_all(headers, "Set-Cookie"):
-        name, _, rest = line.partition("=")
-        out[name] = rest.split(";")[0]
-    return out
-
-
-def background(concert, path, headers=None, timeout=30):
-    """GET in a thread; returns (thread, result dict with 'value' or 'error')."""
-    result = {}
-
-    def target():
-        try:
-            result["value"] = concert.get(path, headers, timeout=timeout)
-        except Exception as e:  # reported to the test through the dict
-            result["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    return t, result
-
-
-def finished(thread, result, timeout=15):
-    thread.join(timeout)
-    if thread.is_alive():
-        raise AssertionError("request still unanswered after %ds" % timeout)
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
 
 
 def access_lines(concert, agent):
@@ -86,7 +52,7 @@ class HoldTest(unittest.TestCase):
                 # Each one takes its ticket before the next is sent, so ticket
                 # order is the order below. Connections land on either worker.
                 headers = dict(BROWSER if i % 2 else {}, **{"User-Agent": "hold-fifo"})
-                held.append(background(c, "/sleep?ms=20&n=%d" % i, headers))
+                held.append(in_thread(c.get, "/sleep?ms=20&n=%d" % i, headers, timeout=30))
                 self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == i + 1, timeout=10), c.log())
             stats = c.stats()
             # Held requests are waiting visitors: in the queue depth, not at the origin.
@@ -94,11 +60,11 @@ class HoldTest(unittest.TestCase):
             self.assertEqual(self.origin.recorder.hits("/sleep"), 0)
 
             self.origin.release()
-            finished(holder, holder.result)
-            for thread, result in held:
-                status, headers, body = finished(thread, result)
+            holder.outcome(15)
+            for thread in held:
+                status, headers, body = thread.outcome(15)
                 self.assertEqual((status, body), (200, b"ok"))
-                got = cookies(headers)
+                got = set_cookies(headers)
                 self.assertIn("concert_admit", got)
                 self.assertNotIn("room_ticket", got)
             order = [r["target"] for r in self.origin.recorder.requests if r["path"] == "/sleep"]
@@ -118,7 +84,7 @@ class HoldTest(unittest.TestCase):
             self.assertEqual(status, 429)
             self.assertEqual(body, QUEUED_JSON)
             self.assertEqual(header(headers, "Retry-After"), "5")
-            first = cookies(headers)
+            first = set_cookies(headers)
             self.assertEqual(len(first["room_ticket"]), 32)
             self.assertEqual(first["room_probe"], "1")
             self.assertNotIn("concert_admit", first)
@@ -128,7 +94,7 @@ class HoldTest(unittest.TestCase):
             self.assertEqual(header(headers, "Content-Type"), "text/html; charset=utf-8")
             self.assertIn(b"/queue/status", body)
             self.assertIn(b'aria-atomic="true">2</span>', body)
-            second = cookies(headers)["room_ticket"]
+            second = set_cookies(headers)["room_ticket"]
             self.assertNotEqual(second, first["room_ticket"])
 
             # Both tickets are still in line: nothing was retired.
@@ -141,24 +107,24 @@ class HoldTest(unittest.TestCase):
             # then the same ticket at the same place.
             status, headers, body = c.get("/page", page, timeout=15)
             self.assertEqual(status, 200)
-            self.assertEqual(cookies(headers)["room_ticket"], second)
+            self.assertEqual(set_cookies(headers)["room_ticket"], second)
             self.assertIn(b'aria-atomic="true">2</span>', body)
 
             self.origin.release()
-            finished(holder, holder.result)
+            holder.outcome(15)
             # The slot is free, but the first ticket is ahead: the second may
             # not jump it, so its hold runs out again. Its position counts the
             # live visitors ahead: the first is still in line until it comes.
             status, headers, body = c.get("/page", page, timeout=15)
             self.assertEqual(status, 200)
-            self.assertEqual(cookies(headers)["room_ticket"], second)
+            self.assertEqual(set_cookies(headers)["room_ticket"], second)
             self.assertIn(b'aria-atomic="true">2</span>', body)
             self.assertEqual(self.origin.recorder.hits("/page"), 0)
 
             # Each cookie is admitted in its turn.
             status, headers, body = c.get("/api", api, timeout=15)
             self.assertEqual((status, body), (200, b"ok"))
-            self.assertIn("concert_admit", cookies(headers))
+            self.assertIn("concert_admit", set_cookies(headers))
             status, headers, body = c.get("/page", page, timeout=15)
             self.assertEqual((status, body), (200, b"ok"))
             self.assertLessEqual(self.origin.recorder.max_page_in_flight, 1)
@@ -189,23 +155,23 @@ class HoldTest(unittest.TestCase):
             self.assertIn(b'aria-atomic="true">1</span>', body)
             self.assertEqual(self.origin.recorder.hits("/gone"), 0)
             self.origin.release()
-            finished(holder, holder.result)
+            holder.outcome(15)
             self.assertEqual(c.get("/_room/healthz")[0], 200)
 
     def test_a_draining_generation_answers_held_requests_at_once(self):
         with self.concert("-cap", "1", "-shutdown-grace", "60s",
                           config_text="queue-hold: 60s\n") as c:
             holder = fill(c)[0]
-            held = background(c, "/held", timeout=30)
+            held = in_thread(c.get, "/held", None, timeout=30)
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 1, timeout=10))
             c.signal(signal.SIGHUP)
             # Far sooner than the 60 s hold or grace: the old worker drains.
-            status, headers, body = finished(*held, timeout=20)
+            status, headers, body = held.outcome(20)
             self.assertEqual((status, body), (429, QUEUED_JSON))
-            ticket = cookies(headers)["room_ticket"]
+            ticket = set_cookies(headers)["room_ticket"]
             self.assertTrue(wait_for(lambda: c.stats()["generation"] == 2, timeout=10), c.log())
             self.origin.release()
-            finished(holder, holder.result)
+            holder.outcome(15)
             status, _, body = c.get("/held", {"Cookie": "room_ticket=" + ticket}, timeout=15)
             self.assertEqual((status, body), (200, b"ok"))
 

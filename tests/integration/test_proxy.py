@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, header, headers_all, raw_exchange, run_in_thread, wait_for
+from concert_harness import Concert, header, headers_all, in_thread, raw_exchange, wait_for
 from http.server import ThreadingHTTPServer
 
 from fake_origin import FakeOrigin, Handler, Recorder, closed_port, pattern
@@ -547,16 +547,15 @@ class ParkingTest(unittest.TestCase):
             with Concert(["-upstream", origin.url, "-assets", "/assets/*", "-asset-user-cap-h1", "1",
                           "-asset-user-wait", "20s"], workers=2) as c:
                 cookie = self.admit_cookie(c)
-                t1, r1 = run_in_thread(c.get, "/assets/slow1", {"Cookie": cookie}, 30)
+                t1 = in_thread(c.get, "/assets/slow1", {"Cookie": cookie}, 30)
                 self.assertTrue(wait_for(lambda: origin.recorder.hits("/assets/slow1") == 1, timeout=5))
-                t2, r2 = run_in_thread(c.get, "/assets/slow2", {"Cookie": cookie}, 30)
+                t2 = in_thread(c.get, "/assets/slow2", {"Cookie": cookie}, 30)
                 time.sleep(0.5)  # let the second one park (no assertion on time)
                 self.assertEqual(origin.recorder.hits("/assets/slow2"), 0)
                 origin.release()
-                t1.join(20)
-                t2.join(20)
-                self.assertEqual(r1["value"][0], 200)
-                self.assertEqual(r2["value"][0], 200)
+                first, second = t1.outcome(20), t2.outcome(20)
+                self.assertEqual(first[0], 200)
+                self.assertEqual(second[0], 200)
                 self.assertEqual(origin.recorder.hits("/assets/slow2"), 1)
         finally:
             origin.stop()
@@ -568,14 +567,13 @@ class ParkingTest(unittest.TestCase):
             with Concert(["-upstream", origin.url, "-assets", "/assets/*", "-asset-user-cap-h1", "1",
                           "-asset-user-wait", "300ms"], workers=1) as c:
                 cookie = self.admit_cookie(c)
-                t1, r1 = run_in_thread(c.get, "/assets/slow1", {"Cookie": cookie}, 30)
+                t1 = in_thread(c.get, "/assets/slow1", {"Cookie": cookie}, 30)
                 self.assertTrue(wait_for(lambda: origin.recorder.hits("/assets/slow1") == 1, timeout=5))
                 status, headers, _ = c.get("/assets/slow2", {"Cookie": cookie}, timeout=10)
                 self.assertEqual(status, 429)
                 self.assertEqual(header(headers, "Retry-After"), "1")
                 origin.release()
-                t1.join(20)
-                self.assertEqual(r1["value"][0], 200)
+                self.assertEqual(t1.outcome(20)[0], 200)
         finally:
             origin.stop()
 
@@ -586,15 +584,14 @@ class ParkingTest(unittest.TestCase):
             with Concert(["-upstream", origin.url, "-assets", "/assets/*", "-asset-user-cap-h1", "1",
                           "-asset-user-wait", "20s"], workers=1) as c:
                 cookie = self.admit_cookie(c)
-                t1, r1 = run_in_thread(c.get, "/assets/slow1", {"Cookie": cookie}, 30)
+                t1 = in_thread(c.get, "/assets/slow1", {"Cookie": cookie}, 30)
                 self.assertTrue(wait_for(lambda: origin.recorder.hits("/assets/slow1") == 1, timeout=5))
                 s = socket.create_connection(("127.0.0.1", c.port))
                 s.sendall(b"GET /assets/slow2 HTTP/1.1\r\nHost: h\r\nCookie: " + cookie.encode() + b"\r\n\r\n")
                 time.sleep(0.3)
                 s.close()
                 origin.release()
-                t1.join(20)
-                self.assertEqual(r1["value"][0], 200)
+                self.assertEqual(t1.outcome(20)[0], 200)
                 self.assertEqual(origin.recorder.hits("/assets/slow2"), 0)
                 self.assertTrue(wait_for(lambda: c.stats()["asset_in_flight"] == 0, timeout=5))
                 self.assertEqual(c.get("/assets/again", {"Cookie": cookie})[0], 200)

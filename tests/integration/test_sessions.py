@@ -18,7 +18,7 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, header, headers_all, wait_for
+from concert_harness import Concert, header, headers_all, in_thread, wait_for
 from fake_origin import FakeOrigin
 from room import fill
 from visitor import BROWSER, JSON, POLL_EVERY, Visitor
@@ -50,15 +50,13 @@ class SessionTest(unittest.TestCase):
             line = [line_visitor(c, "/line", deadline) for _ in range(20)]
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 20, timeout=10))
             # The shopper's next page is held (not the waiting page) until the slot frees, and goes first.
-            result = {}
-            t = threading.Thread(target=lambda: result.setdefault("r", shopper.get("/cart")))
-            t.start()
+            cart = in_thread(shopper.get, "/cart")
             time.sleep(0.5)
-            self.assertNotIn("r", result)  # held on its connection
+            self.assertIsNone(cart.result)  # held on its connection
             self.origin.release("first")
-            t.join(20)
-            self.assertEqual(result["r"][0], 200)
-            self.assertEqual(result["r"][2], b"ok")
+            status, _, body = cart.outcome(20)
+            self.assertEqual(status, 200)
+            self.assertEqual(body, b"ok")
             # Five more pages, each proxied; never the waiting page, never a 429.
             for i in range(5):
                 status, headers, body = shopper.get("/step%d" % i)
@@ -156,17 +154,14 @@ class FormTest(unittest.TestCase):
         body = bytes(range(256)) * 400
         with Concert(["-upstream", self.origin.url, "-cap", "1", "-queue-hold", "20s"], workers=2) as c:
             holder = fill(c, 1, "/slow?gate=h", headers=JSON, timeout=5)[0]
-            result = {}
-            t = threading.Thread(target=lambda: result.setdefault(
-                "r", c.request("POST", "/echo", body=body, headers={"Content-Type": "application/octet-stream"},
-                               timeout=30)))
-            t.start()
+            post = in_thread(c.request, "POST", "/echo", body=body,
+                             headers={"Content-Type": "application/octet-stream"}, timeout=30)
             time.sleep(0.5)
-            self.assertNotIn("r", result)
+            self.assertIsNone(post.result)
             self.origin.release("h")
-            t.join(20)
-            self.assertEqual(result["r"][0], 200)
-            self.assertEqual(result["r"][2], body)
+            status, _, data = post.outcome(20)
+            self.assertEqual(status, 200)
+            self.assertEqual(data, body)
             posts = [r for r in self.origin.recorder.requests if r["path"] == "/echo"]
             self.assertEqual(len(posts), 1)
             self.assertEqual(posts[0]["body"], body)

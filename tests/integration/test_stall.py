@@ -30,7 +30,7 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, run_in_thread, wait_for
+from concert_harness import Concert, in_thread, wait_for
 from fake_origin import FakeOrigin
 from visitor import BROWSER, POLL_EVERY, Visitor, is_admitted, is_waiting_page
 
@@ -40,15 +40,6 @@ def ring_size(max_queue, cap):
     >= 2 * (max_queue + cap), at least 4096."""
     live = max_queue + max(cap, 1)
     return max(1 << (2 * live - 1).bit_length(), 4096)
-
-
-def finished(thread, result, timeout=15):
-    thread.join(timeout)
-    if thread.is_alive():
-        raise AssertionError("request still unanswered after %ds" % timeout)
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
 
 
 def browser(concert, name):
@@ -72,7 +63,7 @@ class StallTest(unittest.TestCase):
 
     def fill(self, c, n, path="/slow"):
         """n page requests that hold their slots until the origin's gate opens."""
-        held = [run_in_thread(c.get, "%s%sholder=%d" % (path, "&" if "?" in path else "?", i), None, 60)
+        held = [in_thread(c.get, "%s%sholder=%d" % (path, "&" if "?" in path else "?", i), None, 60)
                 for i in range(n)]
         self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == n, timeout=10), c.log())
         return held
@@ -125,12 +116,12 @@ class StallTest(unittest.TestCase):
                     finally:
                         conn.close()
 
-                clients = [run_in_thread(client, k) for k in range(2)]
-                for t, result in clients:
+                clients = [in_thread(client, k) for k in range(2)]
+                for t in clients:
                     t.join(120)
                     self.assertFalse(t.is_alive(), "short requests still running after 120 s")
-                    if "error" in result:
-                        raise result["error"]
+                    if t.error is not None:
+                        raise t.error
                 stats = c.stats()
                 self.assertEqual(sum(statuses.values()), n)
                 self.assertEqual(len(refused), 0, "%d of %d short requests got 503 (ring of %d entries); statuses %s; "
@@ -173,8 +164,8 @@ class StallTest(unittest.TestCase):
             self.assertFalse(doc.get("ready"), doc)
 
             self.origin.release()
-            for t, result in holders:
-                finished(t, result)
+            for t in holders:
+                t.outcome(15)
             freed = time.time()
             bound = claim + grace + 4
             admitted = visitor.admit("/page?who=visitor", freed + bound, use_events=False)
@@ -202,8 +193,8 @@ class StallTest(unittest.TestCase):
                 self.assertFalse(doc.get("ready"), doc)
 
             self.origin.release()
-            for t, result in holders:
-                finished(t, result)
+            for t in holders:
+                t.outcome(15)
             turn_came = time.time()
             self.origin.hold()  # B's page (/slow?who=B) will hold the slot until released again
             # A does nothing now. B polls like the page and takes its turn once A's has lapsed.
@@ -211,7 +202,7 @@ class StallTest(unittest.TestCase):
             self.assertTrue(b.wait_turn(turn_came + bound, use_events=False),
                             "B still not ready %ds after A's turn came (claim window %ds); B's positions %s; "
                             "stats %s" % (bound, claim, b.places(), c.stats()))
-            b_page = run_in_thread(b.get, "/slow?who=B", None, 60)
+            b_page = in_thread(b.get, "/slow?who=B", None, 60)
             self.assertTrue(wait_for(lambda: self.origin.recorder.hits("/slow") == 2, timeout=10),
                             "B's page did not reach the origin: %s" % (b.page_statuses(),))
             stats = c.stats()
@@ -222,14 +213,14 @@ class StallTest(unittest.TestCase):
             status, headers, body = cv.get("/page?who=C")
             self.assertTrue(is_waiting_page(status, headers, body), (status, body[:200]))
             deadline = time.time() + 20
-            runs = [run_in_thread(v.admit, "/page?who=%s" % v.name, deadline, False) for v in (a, cv)]
+            runs = [in_thread(v.admit, "/page?who=%s" % v.name, deadline, False) for v in (a, cv)]
             time.sleep(2 * POLL_EVERY)  # both are polling while the slot is still taken
             self.assertEqual(self.origin.recorder.hits("/page"), 0, "admitted while B still holds the only slot")
             self.origin.release()
-            status, _, body = finished(*b_page, timeout=15)
+            status, _, body = b_page.outcome(15)
             self.assertTrue(is_admitted(status, body), (status, body[:200]))
-            for (t, result), v in zip(runs, (a, cv)):
-                self.assertIsNotNone(finished(t, result, timeout=25), "%s was not admitted; stats %s" % (
+            for t, v in zip(runs, (a, cv)):
+                self.assertIsNotNone(t.outcome(25), "%s was not admitted; stats %s" % (
                     v.name, c.stats()))
             with self.origin.recorder.lock:
                 order = [r["target"] for r in self.origin.recorder.requests if r["path"] == "/page"]
@@ -276,8 +267,8 @@ class StallTest(unittest.TestCase):
             self.assertGreaterEqual(stats["evicted_total"], self.counter(stats, "ghost_evicted_total"), stats)
 
             self.origin.release()
-            for t, result in holders:
-                finished(t, result)
+            for t in holders:
+                t.outcome(15)
             self.assertIsNotNone(visitor.admit("/page?who=visitor", time.time() + 15, use_events=False),
                                  c.stats())
 
@@ -339,8 +330,8 @@ class StallTest(unittest.TestCase):
                 status, headers, body = c.get("/page?ghost=%d" % i, BROWSER)  # never comes back
                 self.assertTrue(is_waiting_page(status, headers, body), (status, body[:200]))
             self.origin.release()
-            for t, result in holders:
-                finished(t, result)
+            for t in holders:
+                t.outcome(15)
 
             lock = threading.Lock()
             totals = {"admitted": 0}
@@ -428,32 +419,32 @@ class StallTest(unittest.TestCase):
         # One worker: every connection of the scene is on the worker that dies.
         with self.concert("-cap", "2", "-queue-hold", "%ds" % hold, "-token-ttl", "30s",
                           "-claim-window", "%ds" % claim, "-first-poll-grace", "%ds" % grace, workers=1) as c:
-            in_flight = run_in_thread(c.get, "/slow?who=inflight", None, 60)
-            other = run_in_thread(c.get, "/slow?gate=b&who=other", None, 60)
+            in_flight = in_thread(c.get, "/slow?who=inflight", None, 60)
+            other = in_thread(c.get, "/slow?gate=b&who=other", None, 60)
             self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 2, timeout=10), c.log())
 
             # R and E queue (their holds run out into the waiting page with their cookies).
             r, e = browser(c, "R"), browser(c, "E")
             pages = []
             for depth, v in enumerate((r, e), 1):
-                pages.append(run_in_thread(v.get, "/page?who=%s" % v.name, None, hold + 10))
+                pages.append(in_thread(v.get, "/page?who=%s" % v.name, None, hold + 10))
                 self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == depth, timeout=10), c.stats())
-            for (t, result), v in zip(pages, (r, e)):
-                status, headers, body = finished(t, result, timeout=hold + 15)
+            for t, v in zip(pages, (r, e)):
+                status, headers, body = t.outcome(hold + 15)
                 self.assertTrue(is_waiting_page(status, headers, body), (v.name, status, body[:200]))
             self.assertIsNotNone(r.poll())  # R came back once: a live visitor
 
             # E waits on the event stream; two more page requests are held on their connections.
-            stream = run_in_thread(e.events, time.time() + 60)
-            held = [run_in_thread(c.get, "/page?who=h%d" % i, BROWSER, 60) for i in range(2)]
+            stream = in_thread(e.events, time.time() + 60)
+            held = [in_thread(c.get, "/page?who=h%d" % i, BROWSER, 60) for i in range(2)]
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 4, timeout=5), c.stats())
 
             # One slot frees: R's turn comes; R does not claim it.
             self.origin.release("b")
-            finished(*other)
+            other.outcome(15)
             self.assertTrue(wait_for(lambda: (r.poll() or {}).get("ready"), timeout=5, interval=0),
                             "R's turn did not come: %s" % c.stats())
-            for t, _ in held + [stream]:
+            for t in held + [stream]:
                 self.assertTrue(t.is_alive(), "setup: a held request or the event stream ended before the kill")
 
             pids = c.worker_pids()
@@ -462,26 +453,26 @@ class StallTest(unittest.TestCase):
             self.assertTrue(wait_for(lambda: c.worker_pids() not in ([], pids), timeout=10), c.log())
             c.wait_workers(1)
             respawned = time.time()
-            for t, result in held:
+            for t in held:
                 t.join(10)
                 self.assertFalse(t.is_alive())
-                self.assertIn("error", result, "setup: a held request was answered before the kill: %r" % (
-                    result.get("value", ("?",))[0],))
-            stream[0].join(10)
+                self.assertIsNotNone(t.error, "setup: a held request was answered before the kill: %r" % (
+                    (t.result or ("?",))[0],))
+            stream.join(10)
 
             # A new visitor, and E (whose stream broke, so it polls) are admitted; R has missed its turn.
             bound = claim + grace + 5
-            runs = {v.name: run_in_thread(v.admit, "/page?who=%s2" % v.name, respawned + bound)
+            runs = {v.name: in_thread(v.admit, "/page?who=%s2" % v.name, respawned + bound)
                     for v in (browser(c, "N"), e)}
-            for name, (t, result) in runs.items():
-                when = finished(t, result, timeout=bound + 15)
+            for name, t in runs.items():
+                when = t.outcome(bound + 15)
                 self.assertIsNotNone(when, "%s not admitted within %ds of the worker's respawn (claim window %ds "
                                            "+ grace %ds + 5 s); stats %s" % (name, bound, claim, grace, c.stats()))
             # R comes back inside its TTL: admitted.
             self.assertIsNotNone(r.admit("/page?who=R2", time.time() + 15, use_events=False), c.stats())
 
             self.origin.release()
-            in_flight[0].join(15)  # its client connection died with the worker
+            in_flight.join(15)  # its client connection died with the worker
             self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=10), c.stats())
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 0, timeout=10), c.stats())
             stats = c.stats()

@@ -27,8 +27,10 @@ ADMIN_LISTEN_RE = re.compile(r"admin endpoints on ([0-9.]+|\[[0-9a-f:]+\]):(\d+)
 
 class Concert:
     def __init__(self, args, workers=2, env=None, admin_token=None, secret=TEST_SECRET, access_log=False,
-                 wait=True, config_text=None, proxy_preface=None):
+                 wait=True, config_text=None, proxy_preface=None, wrapper=None):
         self.args = list(args)
+        # A command the binary runs under (e.g. ["unshare", "--pid", "--fork"]).
+        self.wrapper = list(wrapper or [])
         # With -proxy-protocol every connection must open with a PROXY
         # header: the harness's own requests (stats, get) send this one.
         self.proxy_preface = proxy_preface
@@ -58,7 +60,7 @@ class Concert:
 
     # -- lifecycle
     def start(self):
-        cmd = [BIN]
+        cmd = self.wrapper + [BIN]
         if self.config_path:
             cmd += ["-c", self.config_path]
         cmd += ["-listen", "127.0.0.1:0", "-workers", str(self.workers), "-access-log=%s" % (
@@ -302,15 +304,37 @@ def wait_for(predicate, timeout=5, interval=0.02):
     return predicate()
 
 
-def run_in_thread(fn, *args):
-    result = {}
+class Background(threading.Thread):
+    """fn(*args, **kwargs) on a daemon thread. `result` is what it returned, `error` what it raised,
+    `done_at` (time.monotonic()) when it ended; all None while it runs. Not started: start() it, or
+    use in_thread()."""
 
-    def target():
+    def __init__(self, fn, *args, **kwargs):
+        super().__init__(daemon=True)
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.result = self.error = self.done_at = None
+
+    def run(self):
         try:
-            result["value"] = fn(*args)
-        except Exception as e:  # reported to the caller through the dict
-            result["error"] = e
+            self.result = self.fn(*self.args, **self.kwargs)
+        except Exception as e:  # kept for the test to report
+            self.error = e
+        finally:
+            self.done_at = time.monotonic()
 
-    t = threading.Thread(target=target, daemon=True)
+    def outcome(self, timeout=None):
+        """Waits up to `timeout` s for the end: what fn returned; raises what it raised, or
+        AssertionError when it is still running."""
+        self.join(timeout)
+        if self.is_alive():
+            raise AssertionError("%s still running after %s s" % (getattr(self.fn, "__name__", "call"), timeout))
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def in_thread(fn, *args, **kwargs):
+    """A started Background running fn(*args, **kwargs)."""
+    t = Background(fn, *args, **kwargs)
     t.start()
-    return t, result
+    return t

@@ -6,10 +6,10 @@ finished.
     fill(c, 2)                   # both page slots held by /slow until the origin lets go
     value = mint_pass()          # a fresh, valid concert_admit value for TEST_SECRET
 
-A parked request runs in a daemon thread (a Parked) that never raises: its
-`result` gets "value", the (status, headers, body) of the answer, or
-"error", the exception that ended it; status() waits for it and gives the
-status code.
+A parked request runs in a daemon thread (a Parked, a concert_harness.Background)
+that never raises: its `result` gets the (status, headers, body) of the answer,
+or its `error` the exception that ended it; status() waits for it and gives the
+status code, outcome() the answer (or raises what ended it).
 
 A pass is 16 random bytes of id, an 8-byte big-endian expiry (Unix seconds)
 and the first 16 bytes of HMAC-SHA256 over both, in unpadded URL-safe base64.
@@ -19,10 +19,9 @@ import hashlib
 import hmac
 import os
 import struct
-import threading
 import time
 
-from concert_harness import TEST_SECRET, request_from, wait_for
+from concert_harness import TEST_SECRET, Background, request_from, wait_for
 
 PASS_TTL = 590  # a fresh minted pass: just under the default 10-minute lifetime
 
@@ -58,25 +57,13 @@ def with_pass(value, extra=None, cookies=None):
     return headers
 
 
-class Parked(threading.Thread):
-    """A request running in a daemon thread; see park()."""
-
-    def __init__(self, send):
-        super().__init__(daemon=True)
-        self.send = send
-        self.result = {}
-
-    def run(self):
-        try:
-            self.result["value"] = self.send()
-        except Exception as e:  # the caller reads it from `result`
-            self.result["error"] = e
+class Parked(Background):
+    """A request running in a daemon thread (a Background of the call that sends it); see park()."""
 
     def status(self, timeout=15):
         """The answer's status code once the request ended (within `timeout` seconds), else None."""
         self.join(timeout)
-        value = self.result.get("value")
-        return value[0] if value else None
+        return self.result[0] if self.result else None
 
 
 def park(concert, path="/slow", headers=None, timeout=30, source=None):
@@ -85,9 +72,9 @@ def park(concert, path="/slow", headers=None, timeout=30, source=None):
     from the loopback address `source` when given. Returns the started Parked
     thread; it never raises."""
     if source is None:
-        t = Parked(lambda: concert.get(path, headers, timeout=timeout))
+        t = Parked(concert.get, path, headers, timeout=timeout)
     else:
-        t = Parked(lambda: request_from(concert.port, source, path, headers, timeout))
+        t = Parked(request_from, concert.port, source, path, headers, timeout)
     t.start()
     return t
 

@@ -30,7 +30,8 @@ import threading
 import time
 from collections import Counter, namedtuple
 
-from concert_harness import header, jar_update, set_cookies
+# Background and in_thread live in concert_harness; imported here for the suites that take them from visitor.
+from concert_harness import Background, header, in_thread, jar_update, set_cookies  # noqa: F401
 
 JSON = {"Accept": "application/json"}  # an API client: waits with 429 and JSON
 BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}  # a browser: gets the waiting page
@@ -66,42 +67,6 @@ def is_waiting_page(status, headers, body):
 
 class NoStream(Exception):
     """GET /queue/events did not answer with a stream (status, Content-Type, body)."""
-
-
-class Background(threading.Thread):
-    """fn(*args, **kwargs) on a daemon thread. `result` is what it returned, `error` what it raised,
-    `done_at` (time.monotonic()) when it ended; all None while it runs. Not started: start() it, or
-    use in_thread()."""
-
-    def __init__(self, fn, *args, **kwargs):
-        super().__init__(daemon=True)
-        self.fn, self.args, self.kwargs = fn, args, kwargs
-        self.result = self.error = self.done_at = None
-
-    def run(self):
-        try:
-            self.result = self.fn(*self.args, **self.kwargs)
-        except Exception as e:  # kept for the test to report
-            self.error = e
-        finally:
-            self.done_at = time.monotonic()
-
-    def outcome(self, timeout=None):
-        """Waits up to `timeout` s for the end: what fn returned; raises what it raised, or
-        AssertionError when it is still running."""
-        self.join(timeout)
-        if self.is_alive():
-            raise AssertionError("%s still running after %s s" % (getattr(self.fn, "__name__", "call"), timeout))
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def in_thread(fn, *args, **kwargs):
-    """A started Background running fn(*args, **kwargs)."""
-    t = Background(fn, *args, **kwargs)
-    t.start()
-    return t
 
 
 class Visitor:

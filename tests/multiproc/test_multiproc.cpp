@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "shm/nonce.h"
 #include "shm/segment.h"
+#include "../unit/shm/ruled.h"
 
 using namespace concert;
 using namespace concert::shm;
@@ -113,6 +114,15 @@ void raiseMax(std::atomic<int64_t>& max, int64_t value) {
   int64_t seen = max.load();
   while (value > seen && !max.compare_exchange_weak(seen, value)) {
   }
+}
+
+// A segment whose lines follow the room's rules, as in a running server;
+// every process forked from the test inherits the gate.
+template <typename... Args>
+std::unique_ptr<Segment> ruledSegment(Args&&... args) {
+  auto segment = Segment::create(std::forward<Args>(args)...);
+  followRoomRules(*segment);
+  return segment;
 }
 
 void sleepMs(int ms) {
@@ -398,7 +408,7 @@ TEST_CASE("four processes hammer one segment: caps hold, the FIFO window holds, 
   constexpr int kChildren = 4;
   constexpr int kCycles = 1500;
   constexpr int32_t kCap = 2, kAssetCap = 2, kPassCap = 2;
-  auto seg = Segment::create(testGeometry(), kCap, kAssetCap);
+  auto seg = ruledSegment(testGeometry(), kCap, kAssetCap);
   Board* board = makeBoard();
   VisitOptions o;
   o.cap = kCap;
@@ -450,7 +460,7 @@ TEST_CASE("four processes and a janitor with a claim window: missed turns come b
   constexpr int kChildren = 4;
   constexpr int kCycles = 600;
   constexpr int32_t kCap = 2, kAssetCap = 2, kPassCap = 2;
-  auto seg = Segment::create(testGeometry(), kCap, kAssetCap);
+  auto seg = ruledSegment(testGeometry(), kCap, kAssetCap);
   Board* board = makeBoard();
   VisitOptions o;
   o.cap = kCap;
@@ -490,7 +500,7 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
   constexpr WorkerSlot kParentSlot = 0, kSurvivorSlot = 1, kVictimSlot = 2;
   constexpr int kRounds = 40;
   constexpr Millis kTtl = 1000;
-  auto seg = Segment::create(testGeometry(), kCap, kAssetCap);
+  auto seg = ruledSegment(testGeometry(), kCap, kAssetCap);
   Board* board = makeBoard();
 
   // The parent's own holdings, which must survive every reclaim untouched:
@@ -708,7 +718,7 @@ TEST_CASE("SIGKILL mid-operation: reclaim returns exactly what the dead worker h
 TEST_CASE("a worker killed inside issue() leaves its ticket Reserved; reclaim finishes it and the ring moves on") {
   constexpr uint32_t kSmallRing = 64;
   constexpr WorkerSlot kParentSlot = 0, kVictimSlot = 2;
-  auto seg = Segment::create(testGeometry(kSmallRing), 2, 2);
+  auto seg = ruledSegment(testGeometry(kSmallRing), 2, 2);
   Board* board = makeBoard();
   Children children;
   const pid_t victim = forkChild();
@@ -773,7 +783,7 @@ TEST_CASE("a worker killed inside issue() leaves its ticket Reserved; reclaim fi
 TEST_CASE("a worker killed inside a pre-queue issue() leaves its place Reserved; reclaim and the closing block mend it") {
   constexpr uint32_t kSmallRing = 256;
   constexpr WorkerSlot kParentSlot = 0, kVictimSlot = 2;
-  auto seg = Segment::create(testGeometry(kSmallRing), 2, 2);
+  auto seg = ruledSegment(testGeometry(kSmallRing), 2, 2);
   seg->sale().schedule(unixMs() + 3600 * 1000, 7200 * 1000, true);
   REQUIRE(seg->tickets().saleTick(unixMs()).open);
   std::vector<TicketCookie> pre;
@@ -841,7 +851,7 @@ TEST_CASE("a worker killed inside a pre-queue issue() leaves its place Reserved;
 // right where a descheduled worker would be.
 //
 TEST_CASE("a ticket being issued is counted ahead of later tickets: positions never grow") {
-  auto seg = Segment::create(testGeometry(), 1, 1);
+  auto seg = ruledSegment(testGeometry(), 1, 1);
   Board* board = makeBoard();
   REQUIRE(seg->pages().tryAcquire(0));  // a request in flight: everyone waits
   Children children;
@@ -890,7 +900,7 @@ TEST_CASE("concurrent first requests of one pass create one entry and respect it
   constexpr int32_t kPassCap = 2;
   Geometry g = testGeometry();
   g.pass_table_size = 1024;
-  auto seg = Segment::create(g, 10, 10);
+  auto seg = ruledSegment(g, 10, 10);
   Board* board = makeBoard();
   Children children;
   std::vector<pid_t> pids;
@@ -958,7 +968,7 @@ TEST_CASE("SIGKILL while passes are evicted: reclaim leaves no entry, lock or ho
   constexpr Millis kKillingMs = 2500;
   Geometry g = testGeometry();
   g.pass_table_size = kTable;
-  auto seg = Segment::create(g, 10, 10);
+  auto seg = ruledSegment(g, 10, 10);
   Board* board = makeBoard();
   Children children;
   auto start = [&](WorkerSlot slot, uint32_t seed) {
@@ -1046,7 +1056,7 @@ TEST_CASE("SIGKILL while passes are evicted: reclaim leaves no entry, lock or ho
 }
 
 TEST_CASE("a release in one process wakes a worker parked in another") {
-  auto seg = Segment::create(testGeometry(), 1, 1);
+  auto seg = ruledSegment(testGeometry(), 1, 1);
   REQUIRE(seg->pages().tryAcquire(0));
   Board* board = makeBoard();
   Children children;
@@ -1093,7 +1103,7 @@ TEST_CASE("wake-ups hammered across two processes: none is lost") {
   constexpr Millis kHammerMs = 1500;
   constexpr WorkerSlot kChild = 1;
   constexpr int kStuckMs = 2000;  // generous: a wake-up arrives within microseconds
-  auto seg = Segment::create(testGeometry(), 1, 1);
+  auto seg = ruledSegment(testGeometry(), 1, 1);
   Board* board = makeBoard();
   Children children;
   const pid_t pid = forkChild();
@@ -1175,7 +1185,7 @@ TEST_CASE("a revocation written by one process is seen by every other, while oth
   constexpr uint32_t kIds = 1000;
   Geometry g = testGeometry();
   g.revocation_table_size = 16384;
-  auto seg = Segment::create(g, 10, 10);
+  auto seg = ruledSegment(g, 10, 10);
   Board* board = makeBoard();
   Children children;
   std::vector<pid_t> pids;
@@ -1273,7 +1283,7 @@ TEST_CASE("a worker killed while raising a revocation: reclaim puts the entry ba
   constexpr uint32_t kIds = 2000;
   Geometry g = testGeometry();
   g.revocation_table_size = 4096;
-  auto seg = Segment::create(g, 10, 10);
+  auto seg = ruledSegment(g, 10, 10);
   Board* board = makeBoard();
   // The parent's own revocations, which must survive the reclaim.
   for (uint32_t i = 0; i < 100; ++i)
@@ -1328,7 +1338,7 @@ TEST_CASE("a worker killed while writing a new revocation: reclaim frees the hal
   constexpr uint64_t kPerSecond = 500;  // revocations per simulated second
   Geometry g = testGeometry();
   g.revocation_table_size = 4096;
-  auto seg = Segment::create(g, 10, 10);
+  auto seg = ruledSegment(g, 10, 10);
   Board* board = makeBoard();
   for (uint32_t i = 0; i < 100; ++i)
     REQUIRE(seg->revocations().revoke(PassIdBytes(i, 0xaa).bytes, kUnixNow + 1'000'000'000, kUnixNow, kParentSlot) ==
@@ -1411,7 +1421,7 @@ bool reapAll(std::vector<pid_t>& pids, Children& children, int seconds) {
 TEST_CASE("processes striking one client at once: every strike counted, exactly one ban, its tickets gone") {
   constexpr int kChildren = 4;
   constexpr int kStrikes = 400;
-  auto seg = Segment::create(testGeometry(), 1, 10);
+  auto seg = ruledSegment(testGeometry(), 1, 10);
   Board* board = makeBoard();
   const ClientTicketing target = clientKey(1);
   AbusePolicy policy;
@@ -1475,7 +1485,7 @@ TEST_CASE("processes issuing for one client with a limit: never more live ticket
   constexpr int32_t kLimit = 3;
   Geometry g = testGeometry();
   g.client_table_size = 64;  // small: the other clients evict one another around the target's entry
-  auto seg = Segment::create(g, 1, 10);
+  auto seg = ruledSegment(g, 1, 10);
   REQUIRE(seg->pages().tryAcquire(kSlots - 1));  // a full room: every ticket waits
   Board* board = makeBoard();
   const ClientTicketing target = clientKey(1, kLimit);
@@ -1542,7 +1552,7 @@ TEST_CASE("processes issuing for one client with a limit: never more live ticket
 
 TEST_CASE("a worker killed inside issue() for a client leaves its count one high; the janitor mends it after 60 s") {
   constexpr WorkerSlot kParentSlot = 0, kVictimSlot = 2;
-  auto seg = Segment::create(testGeometry(), 1, 10);
+  auto seg = ruledSegment(testGeometry(), 1, 10);
   REQUIRE(seg->pages().tryAcquire(kParentSlot));  // a full room
   const ClientTicketing target = clientKey(5, 1);
   Children children;
@@ -1593,7 +1603,7 @@ TEST_CASE("a worker killed while writing a client entry: reclaim releases the en
   constexpr uint32_t kTable = 64;
   Geometry g = testGeometry();
   g.client_table_size = kTable;
-  auto seg = Segment::create(g, 1, 10);
+  auto seg = ruledSegment(g, 1, 10);
   Board* board = makeBoard();
   const Millis now = monotonicMs();
   AbusePolicy never;

@@ -11,6 +11,7 @@
 #include "shm/segment.h"
 #include "admission/admission.h"
 #include "admission/answers.h"
+#include "admission/room.h"
 #include "admission/cookies.h"
 #include "admission/saturation_log.h"
 #include "worker/waiters.h"
@@ -52,13 +53,15 @@ struct WorkerView {
   admission::AdmissionContext context;
 };
 
-struct Room {
-  explicit Room(config::Config c, uint32_t slots = 4) {
+struct Site {
+  explicit Site(config::Config c, uint32_t slots = 4) {
     shm::Geometry g;
     g.ring_size = 1u << 12;
     g.worker_slots = slots;
     g.pass_table_size = 64;
     segment = shm::Segment::create(g, c.cap, c.asset_cap);
+    room = std::make_unique<admission::Room>(*segment);
+    segment->setGate(room.get());  // as the master does for every process
     segment->slots().started(0, static_cast<int>(getpid()), 1, monotonicMs());
     segment->stats().setGeneration(1);
     config = std::make_shared<const config::Config>(std::move(c));
@@ -73,6 +76,7 @@ struct Room {
 
   config::ConfigPtr config;
   std::unique_ptr<shm::Segment> segment;
+  std::unique_ptr<admission::Room> room;  // the gate of the segment's lines
   std::unique_ptr<WorkerView> self;
 };
 

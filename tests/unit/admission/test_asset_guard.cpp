@@ -9,7 +9,7 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -41,7 +41,7 @@ config::Config assetConfig(int32_t h1, int32_t h2, int32_t asset_cap) {
 }  // namespace
 
 TEST_CASE("assets: private requires a valid pass") {
-  Room room(assetConfig(8, 16, 48));
+  Site room(assetConfig(8, 16, 48));
   for (std::string bad : {std::string(), std::string("forged"), pass(1, -5)}) {
     auto g = makeAssetGuard(room.ctx(), true);
     Admission a = g->admit(asset(bad), 1000);
@@ -69,7 +69,7 @@ TEST_CASE("assets: private requires a valid pass") {
 }
 
 TEST_CASE("assets: a pass past half-life slides, same id") {
-  Room room(assetConfig(8, 16, 48));
+  Site room(assetConfig(8, 16, 48));
   auto g = makeAssetGuard(room.ctx(), true);
   Admission a = g->admit(asset(pass(9, 100)), 1000);
   REQUIRE(a.kind == Admission::Kind::Proceed);
@@ -81,7 +81,7 @@ TEST_CASE("assets: a pass past half-life slides, same id") {
 }
 
 TEST_CASE("assets: per-pass HTTP/1 limit, wait and 429") {
-  Room room(assetConfig(1, 2, 48));
+  Site room(assetConfig(1, 2, 48));
   const std::string p = pass(2);
   auto first = makeAssetGuard(room.ctx(), true);
   REQUIRE(first->admit(asset(p), 1000).kind == Admission::Kind::Proceed);
@@ -120,7 +120,7 @@ TEST_CASE("assets: per-pass HTTP/1 limit, wait and 429") {
 TEST_CASE("assets: asset-user-wait 0 answers 429 at once") {
   config::Config c = assetConfig(1, 2, 48);
   c.asset_user_wait = 0;
-  Room room(std::move(c));
+  Site room(std::move(c));
   const std::string p = pass(4);
   auto first = makeAssetGuard(room.ctx(), true);
   REQUIRE(first->admit(asset(p), 1000).kind == Admission::Kind::Proceed);
@@ -135,7 +135,7 @@ TEST_CASE("assets: protocol from the client-proto header") {
   config::Config c = assetConfig(1, 2, 48);
   c.client_proto_header = "X-Client-Proto";
   c.asset_user_wait = 0;
-  Room room(std::move(c));
+  Site room(std::move(c));
   const std::string p = pass(5);
   auto h2a = makeAssetGuard(room.ctx(), true);
   auto h2b = makeAssetGuard(room.ctx(), true);
@@ -152,7 +152,7 @@ TEST_CASE("assets: protocol from the client-proto header") {
 TEST_CASE("assets: header ignored when not configured") {
   config::Config c = assetConfig(1, 2, 48);
   c.asset_user_wait = 0;
-  Room room(std::move(c));
+  Site room(std::move(c));
   const std::string p = pass(6);
   auto a = makeAssetGuard(room.ctx(), true);
   CHECK(a->admit(asset(p, 1, {{"X-Client-Proto", "HTTP/2"}}), 1000).kind == Admission::Kind::Proceed);
@@ -161,7 +161,7 @@ TEST_CASE("assets: header ignored when not configured") {
 }
 
 TEST_CASE("assets: global limit and public assets") {
-  Room room(assetConfig(8, 16, 1));
+  Site room(assetConfig(8, 16, 1));
   auto a = makeAssetGuard(room.ctx(), true);
   REQUIRE(a->admit(asset(pass(7)), 1000).kind == Admission::Kind::Proceed);
 
@@ -197,7 +197,7 @@ TEST_CASE("assets: global limit and public assets") {
 }
 
 TEST_CASE("assets: public needs no pass") {
-  Room room(assetConfig(8, 16, 48));
+  Site room(assetConfig(8, 16, 48));
   auto pub = makeAssetGuard(room.ctx(), false);
   Admission a = pub->admit(test::get("/public/logo.png"), 1000);
   CHECK(a.kind == Admission::Kind::Proceed);

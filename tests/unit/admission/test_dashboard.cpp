@@ -11,7 +11,7 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -37,7 +37,7 @@ shm::HistorySample sampleAt(int64_t t) {
   return s;
 }
 
-void record(Room& room, int n) {
+void record(Site& room, int n) {
   const int64_t base = 1'700'000'000 + static_cast<int64_t>(room.segment->history().written());
   for (int i = 0; i < n; ++i) room.segment->history().record(sampleAt(base + i));
 }
@@ -45,9 +45,9 @@ void record(Room& room, int n) {
 }  // namespace
 
 TEST_CASE("dashboard: every route is 404 without a token, 401 without the header, served with it") {
-  Room open_room(test::baseConfig(2));
+  Site open_room(test::baseConfig(2));
   CHECK(handleDashboard(open_room.ctx(), authorised("/_room/")).status == 404);
-  Room room(withToken());
+  Site room(withToken());
   CHECK(handleDashboard(room.ctx(), test::get("/_room/")).status == 401);
   CHECK(handleDashboardScript(room.ctx(), test::get("/_room/chart.js")).status == 401);
   CHECK(handleHistory(room.ctx(), test::get("/_room/history")).status == 401);
@@ -84,7 +84,7 @@ TEST_CASE("dashboard: a sample's JSON, null for an empty window") {
 }
 
 TEST_CASE("dashboard: /_room/history lists every sample kept and the next index") {
-  Room room(withToken());
+  Site room(withToken());
   CHECK(handleHistory(room.ctx(), authorised("/_room/history")).body ==
         "{\"interval_seconds\":1,\"window_seconds\":10,\"capacity\":3600,\"next\":0,\"samples\":[]}");
   record(room, 3);
@@ -96,7 +96,7 @@ TEST_CASE("dashboard: /_room/history lists every sample kept and the next index"
 }
 
 TEST_CASE("dashboard: the stream starts after Last-Event-ID, else at ?from=, else at the newest sample") {
-  Room room(withToken());
+  Site room(withToken());
   record(room, 10);
   auto firstIndex = [&](const Request& request) {
     HistoryEvents events(room.ctx());
@@ -121,7 +121,7 @@ TEST_CASE("dashboard: the stream starts after Last-Event-ID, else at ?from=, els
 }
 
 TEST_CASE("dashboard: each recheck sends what was written since, with the last index as id; drain ends it") {
-  Room room(withToken());
+  Site room(withToken());
   HistoryEvents events(room.ctx());
   EventFeed::Opening o = events.open(authorised("/_room/history/events"), 1000);
   REQUIRE(o.stream);

@@ -13,7 +13,7 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -38,7 +38,7 @@ config::Config holdConfig(int32_t cap, Millis hold) {
 }
 
 // Drains a slot's eventfd; true when it had been written since the last drain.
-bool woken(const Room& room, shm::WorkerSlot slot = 0) {
+bool woken(const Site& room, shm::WorkerSlot slot = 0) {
   return room.segment->slots().consumeWake(slot);  // as the worker does
 }
 
@@ -55,7 +55,7 @@ uint64_t expectHeld(RequestGuard& guard, const Request& request, Millis now, Mil
 }  // namespace
 
 TEST_CASE("queue-hold 0: a request that has to queue is answered at once, as before") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
 
@@ -80,7 +80,7 @@ TEST_CASE("queue-hold 0: a request that has to queue is answered at once, as bef
 }
 
 TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, across workers") {
-  Room room(holdConfig(1, 5000));
+  Site room(holdConfig(1, 5000));
   auto second = room.other(1);
   auto holder = makePageGuard(room.ctx());
   Admission first = holder->admit(test::get("/slow"), 1000);
@@ -140,7 +140,7 @@ TEST_CASE("queue-hold: held requests are admitted in FIFO order as slots free, a
 }
 
 TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves the ticket in line") {
-  Room room(holdConfig(1, 2000));
+  Site room(holdConfig(1, 2000));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
 
@@ -246,7 +246,7 @@ TEST_CASE("queue-hold: a hold that runs out answers the waiting room and leaves 
 TEST_CASE("queue-hold: every recheck touches the held ticket, so the janitor never takes it") {
   config::Config c = holdConfig(1, 3'600'000);
   c.token_ttl = 30'000;
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto held = makePageGuard(room.ctx());
@@ -267,7 +267,7 @@ TEST_CASE("queue-hold: every recheck touches the held ticket, so the janitor nev
 }
 
 TEST_CASE("queue-hold: the hold of the request a ticket was issued to is no return") {
-  Room room(holdConfig(1, 3000));
+  Site room(holdConfig(1, 3000));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto held = makePageGuard(room.ctx());
@@ -300,7 +300,7 @@ TEST_CASE("queue-hold: the hold of the request a ticket was issued to is no retu
 }
 
 TEST_CASE("queue-hold: two held requests on one cookie; the second queues again at the back") {
-  Room room(holdConfig(1, 10'000));
+  Site room(holdConfig(1, 10'000));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto first = makePageGuard(room.ctx());
@@ -328,7 +328,7 @@ TEST_CASE("queue-hold: two held requests on one cookie; the second queues again 
 TEST_CASE("queue-hold: the breaker still refuses new arrivals at once") {
   config::Config c = holdConfig(1, 10'000);
   c.max_queue = 1;
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto held = makePageGuard(room.ctx());
@@ -344,7 +344,7 @@ TEST_CASE("queue-hold: the breaker still refuses new arrivals at once") {
 }
 
 TEST_CASE("queue-hold: a draining worker answers held requests with the waiting room at once") {
-  Room room(holdConfig(1, 10'000));
+  Site room(holdConfig(1, 10'000));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto held = makePageGuard(room.ctx());
@@ -371,7 +371,7 @@ TEST_CASE("queue-hold: a draining worker answers held requests with the waiting 
 }
 
 TEST_CASE("queue-hold: a held ticket whose client leaves before its turn is taken wakes the held requests behind it") {
-  Room room(holdConfig(1, 10'000));
+  Site room(holdConfig(1, 10'000));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto first = makePageGuard(room.ctx());

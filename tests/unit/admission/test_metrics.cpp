@@ -13,7 +13,7 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -51,7 +51,7 @@ Headers bearer(const std::string& token) {
 }  // namespace
 
 TEST_CASE("metrics: every family has HELP and TYPE first, its samples together, names unique") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   const std::string body = renderMetrics(room.ctx());
   std::map<std::string, std::string> types;  // family -> type
   std::set<std::string> helped;
@@ -96,7 +96,7 @@ TEST_CASE("metrics: every family has HELP and TYPE first, its samples together, 
 }
 
 TEST_CASE("metrics: every counter once, under its family and label or its own key") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   // Even values far from every gauge and histogram value (the holder's
@@ -175,7 +175,7 @@ TEST_CASE("metrics: every counter once, under its family and label or its own ke
 }
 
 TEST_CASE("metrics: histograms are cumulative, with sum and count, all slots merged") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto& h = room.segment->histograms();
   h.observe(shm::Histogram::QueueWait, 0, 300'000);        // 0.3 s
   h.observe(shm::Histogram::QueueWait, 1, 2'000'000);      // 2 s, another worker
@@ -200,7 +200,7 @@ TEST_CASE("metrics: histograms are cumulative, with sum and count, all slots mer
 }
 
 TEST_CASE("metrics: handler answers the 0.0.4 text type") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   LocalResponse r = handleMetrics(room.ctx(), test::get("/_room/metrics"));
   CHECK(r.status == 200);
   CHECK(test::headerValue(r.headers, "Content-Type") == "text/plain; version=0.0.4; charset=utf-8");
@@ -211,7 +211,7 @@ TEST_CASE("metrics: the page guard counts admissions by how and rejections by wh
   config::Config c = test::baseConfig(1);
   c.max_queue = 1;
   c.crawler_agent_list = {"examplebot"};
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto snap = [&] { return room.segment->stats().snapshot(); };
 
   auto direct = makePageGuard(room.ctx());
@@ -246,7 +246,7 @@ TEST_CASE("metrics: the page guard counts admissions by how and rejections by wh
 TEST_CASE("metrics: a held request's admission counts as held") {
   config::Config c = test::baseConfig(1);
   c.queue_hold = 5000;
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
   auto held = makePageGuard(room.ctx());
@@ -262,13 +262,13 @@ TEST_CASE("metrics: a held request's admission counts as held") {
 
 TEST_CASE("report: admin only, its keys and values") {
   SUBCASE("404 while no token is set") {
-    Room room(test::baseConfig(1));
+    Site room(test::baseConfig(1));
     CHECK(handleReport(room.ctx(), test::get("/_room/report")).status == 404);
   }
   config::Config c = test::baseConfig(1);
   c.admin_token = "s3cret-token";
   c.max_tickets_per_client = 5;
-  Room room(std::move(c));
+  Site room(std::move(c));
   CHECK(handleReport(room.ctx(), test::get("/_room/report")).status == 401);
   CHECK(handleReport(room.ctx(), test::get("/_room/report", bearer("wrong"))).status == 401);
 
@@ -310,7 +310,7 @@ TEST_CASE("report: admin only, its keys and values") {
 TEST_CASE("clients: topByTickets keeps the ten busiest, most first") {
   config::Config c = test::baseConfig(1);
   c.max_tickets_per_client = 50;
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
   std::vector<std::unique_ptr<RequestGuard>> guards;

@@ -8,7 +8,7 @@
 
 using namespace concert;
 using namespace concert::admission;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -35,7 +35,7 @@ http::Request adminPost(std::string body_path = "/_room/mode") {
 }  // namespace
 
 TEST_CASE("pause: a new arrival queues though slots are free; a session goes in") {
-  Room room(test::baseConfig(2));
+  Site room(test::baseConfig(2));
   room.segment->modes().set(shm::RoomMode::Pause);
   auto arrival = makePageGuard(room.ctx());
   Admission a = arrival->admit(test::get("/", json()), 1000);
@@ -51,7 +51,7 @@ TEST_CASE("pause: a new arrival queues though slots are free; a session goes in"
 }
 
 TEST_CASE("reject: the maintenance page for a visitor without a session, no ticket; a session goes in") {
-  Room room(test::baseConfig(2));
+  Site room(test::baseConfig(2));
   room.segment->modes().set(shm::RoomMode::Reject);
   auto visitor = makePageGuard(room.ctx());
   Admission a = visitor->admit(test::get("/", {{"Accept", "text/html"}}), 1000);
@@ -74,7 +74,7 @@ TEST_CASE("reject: the maintenance page for a visitor without a session, no tick
 }
 
 TEST_CASE("passthrough: past the cap without a slot, counted; slots taken only while free; none leaks") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   room.segment->modes().set(shm::RoomMode::Passthrough);
   auto first = makePageGuard(room.ctx());
   auto second = makePageGuard(room.ctx());
@@ -95,7 +95,7 @@ TEST_CASE("passthrough: past the cap without a slot, counted; slots taken only w
 }
 
 TEST_CASE("passthrough: a visitor who waited goes in and its ticket leaves the line") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
   auto waiter = makePageGuard(room.ctx());
@@ -112,7 +112,7 @@ TEST_CASE("passthrough: a visitor who waited goes in and its ticket leaves the l
 }
 
 TEST_CASE("-admit-rate: going straight in takes a token; with none the visitor takes a ticket") {
-  Room room(test::baseConfig(10));
+  Site room(test::baseConfig(10));
   room.segment->admitRate().configure(int64_t{3600} * 1'000'000'000, 1, monotonicNs());  // one token
   auto first = makePageGuard(room.ctx());
   CHECK(first->admit(test::get("/", json()), 1000).kind == Admission::Kind::Proceed);
@@ -146,7 +146,7 @@ TEST_CASE("parseModeBody: the four modes, and an error naming the problem") {
 TEST_CASE("POST /_room/mode: the admin gate, 400 for a bad body, 200 with the mode; GET tells it") {
   config::Config c = test::baseConfig(2);
   c.admin_token = "admin-token";
-  Room room(c);
+  Site room(c);
   http::Request anonymous = test::get("/_room/mode");
   anonymous.method = "POST";
   CHECK(handleMode(room.ctx(), anonymous, R"({"mode":"pause"})").status == 401);
@@ -162,6 +162,6 @@ TEST_CASE("POST /_room/mode: the admin gate, 400 for a bad body, 200 with the mo
       handleMode(room.ctx(), test::get("/_room/mode", {{"Authorization", "Bearer admin-token"}}), "");
   CHECK(told.body == "{\"mode\":\"pause\"}");
   config::Config no_token = test::baseConfig(2);
-  Room closed(no_token);
+  Site closed(no_token);
   CHECK(handleMode(closed.ctx(), adminPost(), R"({"mode":"pause"})").status == 404);
 }

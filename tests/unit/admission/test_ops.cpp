@@ -8,10 +8,10 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 TEST_CASE("ops: healthz") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   LocalResponse r = handleHealthz(room.ctx(), test::get("/_room/healthz"));
   CHECK(r.status == 200);
   CHECK(r.body == "ok");
@@ -19,7 +19,7 @@ TEST_CASE("ops: healthz") {
 }
 
 TEST_CASE("ops: stats keys sorted and complete") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
@@ -117,7 +117,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
 }
 
 TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   uint64_t n = 100;
@@ -153,14 +153,14 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
 
 TEST_CASE("ops: cap endpoint") {
   SUBCASE("disabled without a token") {
-    Room room(test::baseConfig(1));
+    Site room(test::baseConfig(1));
     LocalResponse r = handleCap(room.ctx(), test::get("/_room/cap"), "{\"cap\":3}");
     CHECK(r.status == 404);
     CHECK(r.body.empty());
   }
   config::Config c = test::baseConfig(1);
   c.admin_token = "s3cret-token";
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto post = [](Headers h) {
     Request r = test::get("/_room/cap", std::move(h));
     r.method = "POST";

@@ -9,7 +9,7 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -31,7 +31,7 @@ Headers withTicket(const std::string& ticket, Headers h = {}) {
 }  // namespace
 
 TEST_CASE("page guard: fast path admits and issues a pass") {
-  Room room(test::baseConfig(2));
+  Site room(test::baseConfig(2));
   auto guard = makePageGuard(room.ctx());
   Admission a = guard->admit(test::get("/hello"), 1000);
   REQUIRE(a.kind == Admission::Kind::Proceed);
@@ -51,7 +51,7 @@ TEST_CASE("page guard: fast path admits and issues a pass") {
 }
 
 TEST_CASE("page guard: pass refreshed only past half-life") {
-  Room room(test::baseConfig(2));
+  Site room(test::baseConfig(2));
   admission::PassId id;
   id.fill(7);
   SUBCASE("fresh pass: no Set-Cookie") {
@@ -83,7 +83,7 @@ TEST_CASE("page guard: pass refreshed only past half-life") {
 }
 
 TEST_CASE("page guard: queued responses, JSON and HTML") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
 
@@ -142,7 +142,7 @@ TEST_CASE("page guard: queued responses, JSON and HTML") {
 TEST_CASE("page guard: api-json off serves the HTML page to API clients") {
   config::Config c = test::baseConfig(1);
   c.api_json = false;
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto api = makePageGuard(room.ctx());
@@ -156,13 +156,13 @@ TEST_CASE("page guard: custom template and skip URL") {
   c.html_template = "<p>pos={{.Position}} skip={{.SkipURL}} again={{.Position}}</p>";
   c.skip_url = "https://pay.example/skip";
   SUBCASE("no rate: SkipURL empty") {
-    Room room(c);
+    Site room(c);
     CHECK(renderWaitingPage(*room.config, 3, common::Language::English, std::nullopt) == "<p>pos=3 skip= again=3</p>");
     CHECK(renderWaitingPage(*room.config, 0, common::Language::English, std::nullopt) == "<p>pos=1 skip= again=1</p>");
   }
   SUBCASE("rate > 0: SkipURL substituted") {
     c.rate = 1.5;
-    Room room(c);
+    Site room(c);
     CHECK(renderWaitingPage(*room.config, 4, common::Language::English, std::nullopt) ==
           "<p>pos=4 skip=https://pay.example/skip again=4</p>");
   }
@@ -171,7 +171,7 @@ TEST_CASE("page guard: custom template and skip URL") {
 TEST_CASE("page guard: breaker answers 503 JSON and HTML") {
   config::Config c = test::baseConfig(1);
   c.max_queue = 1;
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto first = makePageGuard(room.ctx());
@@ -204,7 +204,7 @@ TEST_CASE("page guard: breaker answers 503 JSON and HTML") {
 }
 
 TEST_CASE("page guard: release returns the slot and finishes the ticket") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   {
     auto a = makePageGuard(room.ctx());
     REQUIRE(a->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
@@ -223,7 +223,7 @@ TEST_CASE("page guard: release returns the slot and finishes the ticket") {
 }
 
 TEST_CASE("page guard: nobody waits for a slot held elsewhere; the line goes in when it frees") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   // Another worker holds the only page slot (the shape of a cap shrink or
   // of another worker's request taking the last slot first).
   REQUIRE(room.segment->pages().tryAcquire(1));
@@ -250,7 +250,7 @@ TEST_CASE("page guard: nobody waits for a slot held elsewhere; the line goes in 
 }
 
 TEST_CASE("page guard: FIFO across a full room") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/"), 1000).kind == Admission::Kind::Proceed);
   std::vector<std::string> tickets;
@@ -277,7 +277,7 @@ TEST_CASE("page guard: FIFO across a full room") {
 }
 
 TEST_CASE("slot waiters: the segment flag follows the first park and the last unpark") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   // Raise and lower the flag, then prove it through wake(): only a flagged
   // slot's eventfd is written.
   auto woken = [&room]() {

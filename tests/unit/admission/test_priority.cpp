@@ -12,7 +12,7 @@
 
 using namespace concert;
 using namespace concert::admission;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -109,7 +109,7 @@ TEST_CASE("priority cookie and concert_admit pass never verify as each other") {
 }
 
 TEST_CASE("priorityClass: the index in -priority-classes of a cookie bound to the request's pass") {
-  Room room(priorityConfig({"staff", "checkout"}));
+  Site room(priorityConfig({"staff", "checkout"}));
   const int64_t now = unixSeconds();
   const AdmitPass mine{idOf(1), now + 600};
   const std::string admit = mintPass(test::kTestSecret, mine.id, mine.expiry);
@@ -138,15 +138,15 @@ TEST_CASE("priorityClass follows the configured order; a class no longer configu
   const std::string staff = mintPriority(test::kTestSecret, mine.id, now + 60, "staff");
   const std::string checkout = mintPriority(test::kTestSecret, mine.id, now + 60, "checkout");
 
-  Room reordered(priorityConfig({"checkout", "vip", "STAFF"}));
+  Site reordered(priorityConfig({"checkout", "vip", "STAFF"}));
   CHECK(priorityClass(reordered.ctx(), withCookies(admit, checkout), mine, now) == 0);
   CHECK(priorityClass(reordered.ctx(), withCookies(admit, staff), mine, now) == 2);  // names compare without case
 
-  Room dropped(priorityConfig({"checkout"}));
+  Site dropped(priorityConfig({"checkout"}));
   CHECK_FALSE(priorityClass(dropped.ctx(), withCookies(admit, staff), mine, now));
   CHECK(priorityClass(dropped.ctx(), withCookies(admit, checkout), mine, now) == 0);
 
-  Room off(priorityConfig({}));
+  Site off(priorityConfig({}));
   CHECK_FALSE(priorityClass(off.ctx(), withCookies(admit, checkout), mine, now));
 }
 
@@ -181,7 +181,7 @@ TEST_CASE("Concert-Priority header: class, ttl and the case rules") {
 }
 
 TEST_CASE("grantPriority: a configured class sets a cookie bound to the pass; anything else sets nothing") {
-  Room room(priorityConfig({"staff", "checkout"}));
+  Site room(priorityConfig({"staff", "checkout"}));
   const int64_t now = unixSeconds();
   const AdmitPass mine{idOf(1), now + 600};
   const std::string admit = mintPass(test::kTestSecret, mine.id, mine.expiry);
@@ -232,7 +232,7 @@ TEST_CASE("grantPriority: a configured class sets a cookie bound to the pass; an
 }
 
 TEST_CASE("grantPriority binds to the pass the same response sets") {
-  Room room(priorityConfig({"staff"}));
+  Site room(priorityConfig({"staff"}));
   const int64_t now = unixSeconds();
   const AdmitPass fresh{idOf(9), now + 600};
   const http::Headers guard_headers{
@@ -255,7 +255,7 @@ TEST_CASE("grantPriority binds to the pass the same response sets") {
 }
 
 TEST_CASE("a forged concert_priority cookie is a forgery for the strikes; a foreign-bound or expired one is not") {
-  Room room(priorityConfig({"staff"}));
+  Site room(priorityConfig({"staff"}));
   // A client that can be struck (an IP address, not exempt).
   auto withCookies = [](const std::string& admit, const std::string& priority) {
     http::Request r = ::withCookies(admit, priority);

@@ -13,14 +13,14 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
 using Kind = QueueEvents::Event::Kind;
 
 // A cookie-less API request that has to queue: its room_ticket.
-std::string queueOne(Room& room, Millis now = 1000) {
+std::string queueOne(Site& room, Millis now = 1000) {
   auto g = makePageGuard(room.ctx());
   Admission a = g->admit(test::get("/"), now);
   REQUIRE(a.response.status == 429);
@@ -28,7 +28,7 @@ std::string queueOne(Room& room, Millis now = 1000) {
 }
 
 // The only page slot, held until release().
-std::unique_ptr<RequestGuard> holdSlot(Room& room) {
+std::unique_ptr<RequestGuard> holdSlot(Site& room) {
   auto holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   return holder;
@@ -43,14 +43,14 @@ Request statusRequest(const std::string& ticket) {
 }
 
 // Drains slot 0's eventfd; true when it had been written since the last drain.
-bool woken(const Room& room) {
+bool woken(const Site& room) {
   return room.segment->slots().consumeWake(0);
 }
 
 }  // namespace
 
 TEST_CASE("events: no cookie, malformed and unknown tickets get /queue/status's answer, not a stream") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   for (const Request& request :
        {test::get("/queue/events"), eventsRequest("nothex"), eventsRequest(std::string(32, '0')),
         eventsRequest("00000000000000050000000000000007")}) {
@@ -70,7 +70,7 @@ TEST_CASE("events: no cookie, malformed and unknown tickets get /queue/status's 
 }
 
 TEST_CASE("events: an expired ticket is answered ready, plainly, and leaves the line") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = holdSlot(room);
   std::string ticket = queueOne(room);
   QueueEvents events(room.ctx());
@@ -82,7 +82,7 @@ TEST_CASE("events: an expired ticket is answered ready, plainly, and leaves the 
 }
 
 TEST_CASE("events: a waiting ticket opens a stream whose first event is /queue/status's body") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = holdSlot(room);
   queueOne(room);
   std::string ticket = queueOne(room);
@@ -114,7 +114,7 @@ TEST_CASE("events: pricing fields are the same as /queue/status's") {
   config::Config c = test::baseConfig(1);
   c.rate = 2;
   c.surge = 0.5;
-  Room room(std::move(c));
+  Site room(std::move(c));
   auto holder = holdSlot(room);
   queueOne(room);
   std::string ticket = queueOne(room);
@@ -127,7 +127,7 @@ TEST_CASE("events: pricing fields are the same as /queue/status's") {
 }
 
 TEST_CASE("events: an unchanged position sends nothing; rechecks keep the ticket seen") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = holdSlot(room);
   std::string ticket = queueOne(room);
   const Millis ttl = room.config->token_ttl;
@@ -145,7 +145,7 @@ TEST_CASE("events: an unchanged position sends nothing; rechecks keep the ticket
 }
 
 TEST_CASE("events: a changed position goes out at most once every 5 s") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = holdSlot(room);
   std::string a = queueOne(room);
   std::string b = queueOne(room);
@@ -185,7 +185,7 @@ TEST_CASE("events: a changed position goes out at most once every 5 s") {
 }
 
 TEST_CASE("events: ready the moment the ticket may take a slot; the stream ends and the waiter goes") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = holdSlot(room);
   std::string ticket = queueOne(room);
   QueueEvents events(room.ctx());
@@ -208,7 +208,7 @@ TEST_CASE("events: ready the moment the ticket may take a slot; the stream ends 
 }
 
 TEST_CASE("events: a ticket ready at open sends ready at once and ends") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = holdSlot(room);
   std::string ticket = queueOne(room);
   holder->release();
@@ -221,7 +221,7 @@ TEST_CASE("events: a ticket ready at open sends ready at once and ends") {
 }
 
 TEST_CASE("events: a ticket that leaves the line while streamed says ready (the page reloads)") {
-  Room room(test::baseConfig(2));
+  Site room(test::baseConfig(2));
   auto holder = holdSlot(room);
   auto second = makePageGuard(room.ctx());
   REQUIRE(second->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
@@ -239,7 +239,7 @@ TEST_CASE("events: a ticket that leaves the line while streamed says ready (the 
 }
 
 TEST_CASE("events: the stream ends for a cookie refresh after a third of the TTL, and on drain") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = holdSlot(room);
   std::string ticket = queueOne(room);
   const Millis ttl = room.config->token_ttl;
@@ -266,7 +266,7 @@ TEST_CASE("events: the stream ends for a cookie refresh after a third of the TTL
 }
 
 TEST_CASE("events: an open stream that goes away unregisters its waiter exactly once") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   auto holder = holdSlot(room);
   std::string ticket = queueOne(room);
   {

@@ -7,11 +7,11 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
-std::string queueOne(Room& room, std::unique_ptr<RequestGuard>& holder) {
+std::string queueOne(Site& room, std::unique_ptr<RequestGuard>& holder) {
   holder = makePageGuard(room.ctx());
   REQUIRE(holder->admit(test::get("/slow"), 1000).kind == Admission::Kind::Proceed);
   auto g = makePageGuard(room.ctx());
@@ -27,7 +27,7 @@ Request statusRequest(const std::string& ticket) {
 }  // namespace
 
 TEST_CASE("status: OPTIONS, no cookie, malformed, unknown") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   Request options = test::get("/queue/status");
   options.method = "OPTIONS";
   CHECK(handleQueueStatus(room.ctx(), options, 1000).status == 204);
@@ -45,7 +45,7 @@ TEST_CASE("status: OPTIONS, no cookie, malformed, unknown") {
 }
 
 TEST_CASE("status: waiting, rate limited, ready") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   std::unique_ptr<RequestGuard> holder;
   std::string ticket = queueOne(room, holder);
 
@@ -67,7 +67,7 @@ TEST_CASE("status: waiting, rate limited, ready") {
 }
 
 TEST_CASE("status: expired ticket is ready and evicted") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   std::unique_ptr<RequestGuard> holder;
   std::string ticket = queueOne(room, holder);
   Millis later = 1000 + room.config->token_ttl + 1000;
@@ -80,7 +80,7 @@ TEST_CASE("status: pricing and cookie refresh") {
   config::Config c = test::baseConfig(1);
   c.rate = 2;
   c.surge = 0.5;
-  Room room(std::move(c));
+  Site room(std::move(c));
   std::unique_ptr<RequestGuard> holder;
   queueOne(room, holder);
   auto g = makePageGuard(room.ctx());
@@ -104,7 +104,7 @@ TEST_CASE("status: pricing and cookie refresh") {
 TEST_CASE("status: rate limit on a ready ticket omits the position; pricing at the head") {
   config::Config c = test::baseConfig(1);
   c.rate = 2;
-  Room room(std::move(c));
+  Site room(std::move(c));
   std::unique_ptr<RequestGuard> holder;
   std::string ticket = queueOne(room, holder);
 
@@ -120,7 +120,7 @@ TEST_CASE("status: rate limit on a ready ticket omits the position; pricing at t
 }
 
 TEST_CASE("status and the JSON 429: eta_seconds from the line's pace once 20 went in") {
-  Room room(test::baseConfig(1));
+  Site room(test::baseConfig(1));
   // 20 admissions from the line over 50 s of waiting: two every 5 s.
   shm::LineRate& pace = room.segment->lineRate();
   for (int second = 0; second <= 50; ++second) {

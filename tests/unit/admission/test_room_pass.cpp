@@ -110,7 +110,7 @@ TEST_CASE("-skip-url: {{.Ticket}} becomes the visitor's reference, only with -ra
 
 TEST_CASE("a promotion takes the ticket out of the line and its holder in ahead of everyone") {
   config::Config c = test::baseConfig(1);
-  test::Room room(c);
+  test::Site room(c);
   shm::Segment& seg = *room.segment;
   // The only slot is taken; three visitors wait.
   REQUIRE(seg.pages().tryAcquire(0));

@@ -16,7 +16,7 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -51,7 +51,7 @@ struct LogFile {
 }  // namespace
 
 TEST_CASE("saturation log: one line per second while the room flaps, ending on the current state") {
-  Room room(test::baseConfig(2));
+  Site room(test::baseConfig(2));
   LogFile log;
   const Millis t0 = monotonicMs() + 100'000'000;  // far from any edge other tests logged
   room.self->saturation.edge(*room.segment, "upstream saturated", t0);

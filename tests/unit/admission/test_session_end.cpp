@@ -10,7 +10,7 @@
 using namespace concert;
 using namespace concert::admission;
 using namespace concert::http;
-using concert::test::Room;
+using concert::test::Site;
 
 namespace {
 
@@ -39,7 +39,7 @@ config::Config sessionConfig() {
 }  // namespace
 
 TEST_CASE("sessionPass: a valid pass opens a session until the origin ends it") {
-  Room room(sessionConfig());
+  Site room(sessionConfig());
   const int64_t now = unixSeconds();
   const Request mine = withPass("/checkout", pass(1));
   const Request theirs = withPass("/", pass(2));
@@ -65,7 +65,7 @@ TEST_CASE("sessionPass: a valid pass opens a session until the origin ends it") 
 }
 
 TEST_CASE("endSession revokes nothing without a genuine, unexpired pass") {
-  Room room(sessionConfig());
+  Site room(sessionConfig());
   const int64_t now = unixSeconds();
   CHECK_FALSE(endSession(room.ctx(), test::get("/checkout"), now));
   CHECK_FALSE(endSession(room.ctx(), withPass("/checkout", "forged"), now));
@@ -81,7 +81,7 @@ TEST_CASE("endSession revokes nothing without a genuine, unexpired pass") {
 }
 
 TEST_CASE("assets: an ended session's pass gets 403 like no pass, other passes go on") {
-  Room room(sessionConfig());
+  Site room(sessionConfig());
   const std::string ended = pass(7), alive = pass(8);
   REQUIRE(endSession(room.ctx(), withPass("/checkout", ended), unixSeconds()));
   for (shm::WorkerSlot slot : {0u, 1u}) {

@@ -197,3 +197,54 @@ TEST_CASE("the dashboard's paths: the page, its script and its data, exact match
   CHECK(route(c, "GET", "/_room/history/") == Route::Page);
   CHECK(route(c, "GET", "/_room/chart.min.js") == Route::Page);
 }
+
+TEST_CASE("one endpoint table: every route once, in the enum's order, and route() agrees with it") {
+  const config::Config c = routedConfig();
+  size_t i = 0;
+  for (const Endpoint& e : endpoints()) {
+    CAPTURE(i);
+    CHECK(static_cast<size_t>(e.route) == i);
+    CHECK(&endpoint(e.route) == &e);
+    ++i;
+    if (e.path.empty()) {
+      CHECK(e.methods.empty());
+      continue;
+    }
+    const std::string path = std::string(e.path) + (e.prefix ? "7" : "");
+    CHECK(allowedMethods(path) == e.methods);
+    for (const char* method : {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"}) {
+      CAPTURE(path);
+      CAPTURE(method);
+      CHECK(route(c, method, path) == (e.serves(method) ? e.route : Route::MethodNotAllowed));
+      // Served on the admin listener exactly when the path is under /_room/.
+      const bool on_admin = e.listener != Listener::Public;
+      CHECK((route(c, method, path, false, true) != Route::NotFound) == on_admin);
+    }
+  }
+  CHECK(i == static_cast<size_t>(Route::Page) + 1);
+}
+
+TEST_CASE("the endpoint table says how each route is served and which are logged") {
+  CHECK(endpoint(Route::QueueStatus).serve == Serve::Local);
+  CHECK(endpoint(Route::QueueEvents).serve == Serve::Stream);
+  CHECK(endpoint(Route::HistoryEvents).serve == Serve::Stream);
+  CHECK(endpoint(Route::NotFound).serve == Serve::Refused);
+  CHECK(endpoint(Route::MethodNotAllowed).serve == Serve::Refused);
+  for (Route r : {Route::Bypass, Route::PrivateAsset, Route::PublicAsset, Route::LongLived, Route::Page})
+    CHECK(endpoint(r).serve == Serve::Proxied);
+  for (Route r : {Route::Cap, Route::Mode, Route::Promote}) CHECK(endpoint(r).collects_body);
+  CHECK_FALSE(endpoint(Route::QueueRemove).collects_body);
+  // Polls, the waiting page's stream, health checks and assets stay out of the access log.
+  size_t unlogged = 0;
+  for (const Endpoint& e : endpoints()) unlogged += e.logged ? 0 : 1;
+  CHECK(unlogged == 5);
+  for (Route r : {Route::QueueStatus, Route::QueueEvents, Route::Healthz, Route::PrivateAsset, Route::PublicAsset})
+    CHECK_FALSE(endpoint(r).logged);
+  CHECK(endpoint(Route::Healthz).listener == Listener::Both);
+  CHECK(endpoint(Route::QueueStatus).listener == Listener::Public);
+  CHECK(endpoint(Route::Stats).listener == Listener::Admin);
+  CHECK(endpoint(Route::Mode).serves("POST"));
+  CHECK_FALSE(endpoint(Route::Mode).serves("PUT"));
+  CHECK_FALSE(endpoint(Route::Mode).serves("GE"));
+  CHECK_FALSE(endpoint(Route::QueueStatus).serves("get"));
+}

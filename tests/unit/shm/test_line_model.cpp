@@ -20,10 +20,21 @@
 //   contact   Page and Look mark the ticket seen; Own (the request it was
 //             issued to, while held) does not. Every contact refreshes last
 //             seen; a contact past the TTL expires the ticket instead.
-//   ready     free = cap - occupancy while the line moves (open), else 0;
-//             a Returned ticket is ready iff free > 0; a Waiting (or Missed,
+//   flow      open: by the cap; pause, reject: still; passthrough: everyone.
+//   free      still: 0; everyone: unbounded; by the cap: f = cap - occupancy,
+//             less what ranked requests waiting go first for, but never less
+//             than what the line is owed: max(f - ranked, min(f, owed)) (f
+//             when no ranked request waits), at most the rate's tokens.
+//   owed      min(live visitors, whole slots of credit); a ranked request
+//             that takes a slot while the line waits adds share / (1 - share)
+//             (share 1: the most credit), a turn taken from the line spends
+//             one; the credit stays within [0, 4 slots].
+//   ranked    a request of rank r takes a slot iff cap - occupancy - owed
+//             (0 unless by the cap) - those waiting at a better rank > 0.
+//   ready     a Returned ticket is ready iff free > 0; a Waiting (or Missed,
 //             as shown to its holder) ticket iff the Waiting tickets before
 //             it plus the Returned ones are fewer than free.
+//   rate      a turn taken while the line moves by the cap spends a token.
 //   position  the Waiting tickets before it, plus one: it never grows.
 //   full      an arrival is refused (Breaker) iff -max-queue visitors wait
 //             (Waiting and Returned).
@@ -34,13 +45,19 @@
 //
 // Invariants checked on the real ring after every step, besides agreement:
 // occupancy never passes the cap through an admission; no stall (the line
-// moves, a slot is free and someone holds a live place => someone is ready
-// now); no position grows; no FIFO inversion is counted.
+// moves by the cap, the room lets it use a slot and someone holds a live
+// place => someone is ready now); no position grows; no FIFO inversion is
+// counted. Events: arrivals, page requests, polls, streams and the held
+// request's own recheck, visitors who leave or are removed, requests that
+// finish, ranked requests (room passes, priority classes, sessions) that
+// wait, take a slot or give up, a worker's death and reclaim, the four
+// modes, cap changes, the admission rate (a bucket that does not refill
+// during a run: one token an hour) and the janitor's passes.
 //
-// Not modelled here: sessions and ranks (sessions.h has their own tests),
-// the admission rate (it reads the real clock), the sale's pre-queue, client
-// limits and bans, several hosts, and ring wrap-around (its own tests in
-// test_tickets.cpp and the multi-process suite).
+// Not modelled here: the sale's pre-queue, client limits and bans, several
+// hosts, and ring wrap-around (their own tests in test_sale.cpp,
+// test_clients.cpp, the cluster suites, test_tickets.cpp and the
+// multi-process suite).
 //
 // CONCERT_MODEL_STEPS sets the number of steps (1,000,000 by default); a
 // failure prints the episode's seed and a shrunk trace that still fails.
@@ -53,6 +70,7 @@
 #include <string>
 #include <vector>
 
+#include "ruled.h"
 #include "shm/segment.h"
 
 using namespace concert;
@@ -62,9 +80,15 @@ namespace {
 
 constexpr WorkerSlot kGuard = 0;   // takes turns and holds the admitted visitors' slots
 constexpr WorkerSlot kIssuer = 1;  // issues tickets
+constexpr WorkerSlot kRanked = 2;  // ranked requests: waits and slots; it may die
+constexpr int64_t kHourNs = 3'600'000'000'000;
+constexpr int64_t kEveryone = int64_t{1} << 62;  // free slots when every turn has come (as the ring)
 constexpr int kEpisodeSteps = 250;
 
-enum class Kind : uint8_t { Arrive, Poll, Look, Page, Own, Leave, Remove, Finish, Direct, Tick, Mode, Cap };
+enum class Kind : uint8_t {
+  Arrive, Poll, Look, Page, Own, Leave, Remove, Finish, Direct, Tick, Mode, Cap,
+  RankWait, RankTake, RankGo, RankDone, Crash, Rate,
+};
 
 const char* kindName(Kind k) {
   switch (k) {
@@ -80,13 +104,20 @@ const char* kindName(Kind k) {
     case Kind::Tick: return "tick";
     case Kind::Mode: return "mode";
     case Kind::Cap: return "cap";
+    case Kind::RankWait: return "rank-wait";
+    case Kind::RankTake: return "rank-take";
+    case Kind::RankGo: return "rank-go";
+    case Kind::RankDone: return "rank-done";
+    case Kind::Crash: return "crash";
+    case Kind::Rate: return "rate";
   }
   return "?";
 }
 
 // One event: `arg` is the ticket (its index in issue order) for contacts,
-// leave and remove; the milliseconds for a tick; open (1) or pause (0) for
-// mode; the new cap for cap.
+// leave and remove; the milliseconds for a tick; the RoomMode for mode; the
+// new cap for cap; the rank for rank-wait; which waiting ranked request for
+// rank-take and rank-go; the bucket's size for rate (0: no limit).
 struct Event {
   Kind kind;
   int64_t arg;
@@ -95,12 +126,13 @@ struct Event {
 struct Params {
   int32_t cap = 2;
   int64_t max_queue = 8;
+  double share = 0.2;  // -newcomer-share
   SweepLimits limits;
 };
 
 std::string describe(const Params& p, const std::vector<Event>& trace) {
   std::ostringstream out;
-  out << "cap " << p.cap << ", max-queue " << p.max_queue << ", ttl " << p.limits.ttl << " ms, grace "
+  out << "cap " << p.cap << ", max-queue " << p.max_queue << ", share " << p.share << ", ttl " << p.limits.ttl << " ms, grace "
       << p.limits.first_poll << " ms, claim window " << p.limits.claim_window << " ms\n";
   for (size_t i = 0; i < trace.size(); ++i)
     out << "  " << i << ": " << kindName(trace[i].kind) << " " << trace[i].arg << "\n";
@@ -124,11 +156,40 @@ struct Model {
   int32_t cap = 2;
   int32_t occupancy = 0;
   int32_t admitted_held = 0;  // slots held by visitors admitted here (kGuard)
-  bool moves = true;
+  int32_t ranked_held = 0;    // slots held by ranked requests (kRanked)
+  RoomMode mode = RoomMode::Open;
+  std::vector<int> ranked;  // the ranks of the ranked requests waiting
+  int64_t credit = 0;       // thousandths of a slot
+  int64_t rate_burst = 0;   // 0: no admission rate
+  int64_t tokens = 0;
+  double share = 0.2;
   std::vector<Ticket> tickets;  // in issue order, which is ticket order
   int64_t missed = 0, ghosts = 0, expired = 0;
 
-  int64_t free() const { return moves ? static_cast<int64_t>(cap) - occupancy : 0; }
+  LineFlow flow() const {
+    if (mode == RoomMode::Passthrough) return LineFlow::Everyone;
+    return mode == RoomMode::Open ? LineFlow::ByCap : LineFlow::Still;
+  }
+  int64_t tokensLeft() const { return rate_burst > 0 ? tokens : AdmitRate::kUnlimited; }
+  int64_t creditOwed() const { return std::min(live(), credit / 1000); }
+  int64_t owed() const { return flow() == LineFlow::ByCap ? std::min(creditOwed(), tokensLeft()) : 0; }
+  int64_t rankedAhead(int rank) const {
+    int64_t n = 0;
+    for (int r : ranked) n += r < rank;
+    return n;
+  }
+  int64_t free() const {
+    switch (flow()) {
+      case LineFlow::Still: return 0;
+      case LineFlow::Everyone: return kEveryone;
+      case LineFlow::ByCap: break;
+    }
+    const int64_t f = static_cast<int64_t>(cap) - occupancy;
+    const int64_t r = static_cast<int64_t>(ranked.size());
+    const int64_t line = r == 0 ? f : std::max(f - r, std::min(f, creditOwed()));
+    return std::min(line, tokensLeft());
+  }
+  void addCredit(int64_t delta) { credit = std::clamp<int64_t>(credit + delta, 0, 4000); }
   int64_t count(St s) const {
     int64_t n = 0;
     for (const Ticket& t : tickets) n += t.st == s;
@@ -218,9 +279,12 @@ std::string play(const Params& p, const std::vector<Event>& trace) {
   g.worker_slots = 4;
   g.pass_table_size = 16;
   auto seg = Segment::create(g, p.cap, 16);
+  admission::Room& room = followRoomRules(*seg);
   TicketRing& ring = seg->tickets();
   Model m;
   m.cap = p.cap;
+  m.share = p.share;
+  int64_t rate_interval = 0;
   Millis now = 1000;
   const Millis ttl = p.limits.ttl;
 
@@ -274,16 +338,24 @@ std::string play(const Params& p, const std::vector<Event>& trace) {
         const TicketView want = m.contact(i, now, ttl, how);
         if (!same(got, want)) return fail(step, "the ring answered " + show(got) + ", the model " + show(want));
         if (e.kind != Kind::Page || got.state != TicketState::Ready) break;
-        // The page guard's takeTurn: a slot, then the claim.
-        bool took = false;
-        if (seg->pages().tryAcquire(kGuard)) {
-          took = ring.claim(m.tickets[i].cookie);
-          if (!took) seg->pages().release(kGuard);
+        if (m.flow() == LineFlow::Everyone) {
+          // Passthrough: the ticket leaves the line; a slot if one is free.
+          if (!ring.claim(m.tickets[i].cookie)) return fail(step, "passthrough: a ready ticket was not claimed");
+          m.tickets[i].st = St::Gone;
+          if (seg->pages().tryAcquire(kGuard)) {
+            ++m.occupancy;
+            ++m.admitted_held;
+          }
+          break;
         }
-        if (!took) return fail(step, "a ready ticket could not take its turn");
+        // The page guard's turn: a slot, then the claim (Room::takeTurn).
+        if (!room.takeTurn(kGuard, m.tickets[i].cookie, nullptr))
+          return fail(step, "a ready ticket could not take its turn");
         m.tickets[i].st = St::Gone;
         ++m.occupancy;
         ++m.admitted_held;
+        if (m.credit >= 1000) m.credit -= 1000;
+        if (m.rate_burst > 0) --m.tokens;
         break;
       }
       case Kind::Leave:
@@ -324,13 +396,64 @@ std::string play(const Params& p, const std::vector<Event>& trace) {
         break;
       }
       case Kind::Mode:
-        seg->modes().set(e.arg ? RoomMode::Open : RoomMode::Pause);
-        m.moves = e.arg != 0;
+        seg->modes().set(static_cast<RoomMode>(e.arg));
+        m.mode = static_cast<RoomMode>(e.arg);
         break;
       case Kind::Cap:
         seg->pages().setCap(static_cast<int32_t>(e.arg));
         m.cap = static_cast<int32_t>(e.arg);
         break;
+      case Kind::RankWait:
+        seg->sessions().enter(kRanked, static_cast<int>(e.arg));
+        m.ranked.push_back(static_cast<int>(e.arg));
+        break;
+      case Kind::RankTake:
+      case Kind::RankGo: {
+        if (m.ranked.empty()) break;
+        const size_t j = static_cast<size_t>(e.arg) % m.ranked.size();
+        const int rank = m.ranked[j];
+        if (e.kind == Kind::RankTake) {
+          const bool want = m.cap - m.occupancy - m.owed() - m.rankedAhead(rank) > 0;
+          const int64_t depth = m.live();
+          if (room.takeRankedSlot(kRanked, rank, p.share) != want)
+            return fail(step, std::string("a ranked request at rank ") + std::to_string(rank) +
+                                  (want ? " was refused a slot" : " took a slot it is not due"));
+          if (!want) break;
+          ++m.occupancy;
+          ++m.ranked_held;
+          if (m.flow() == LineFlow::ByCap && depth > 0 && p.share > 0)
+            m.addCredit(p.share >= 1 ? 4000 : static_cast<int64_t>(p.share / (1 - p.share) * 1000 + 0.5));
+        }
+        seg->sessions().leave(kRanked, rank);
+        m.ranked.erase(m.ranked.begin() + static_cast<std::ptrdiff_t>(j));
+        break;
+      }
+      case Kind::RankDone:
+        if (m.ranked_held == 0) break;
+        seg->pages().release(kRanked);
+        --m.ranked_held;
+        --m.occupancy;
+        break;
+      case Kind::Crash: {  // the ranked requests' worker dies: its waits and slots come back
+        const ReclaimReport r = seg->reclaimDeadWorker(kRanked);
+        if (r.page_slots != m.ranked_held) return fail(step, "reclaim returned another number of page slots");
+        m.occupancy -= m.ranked_held;
+        m.ranked_held = 0;
+        m.ranked.clear();
+        break;
+      }
+      case Kind::Rate: {
+        // One token an hour: the bucket does not refill during a run.
+        const int64_t interval = e.arg > 0 ? kHourNs : 0;
+        const int64_t burst = std::max<int64_t>(e.arg, 1);
+        seg->admitRate().configure(interval, burst, monotonicNs());
+        if (interval != rate_interval || burst != std::max<int64_t>(m.rate_burst, 1)) {
+          m.rate_burst = e.arg;  // a change refills the bucket
+          m.tokens = e.arg;
+        }
+        rate_interval = interval;
+        break;
+      }
     }
 
     // Agreement on every ticket, and the invariants.
@@ -351,7 +474,10 @@ std::string play(const Params& p, const std::vector<Event>& trace) {
       return fail(step, "depths " + std::to_string(ring.liveQueueDepth()) + "/" + std::to_string(ring.queueDepth()) +
                             ", the model " + std::to_string(m.live()) + "/" + std::to_string(m.depth()));
     if (seg->pages().occupancy() != m.occupancy) return fail(step, "occupancy differs");
-    if (m.moves && m.free() > 0 && m.live() > 0 && !someone_ready) return fail(step, "the line stalls");
+    if (m.flow() == LineFlow::ByCap && m.free() > 0 && m.live() > 0 && !someone_ready)
+      return fail(step, "the line stalls");
+    if (seg->sessions().waiting() != static_cast<int64_t>(m.ranked.size()) || seg->sessions().creditMilli() != m.credit)
+      return fail(step, "ranked waits or the line's credit differ");
     const StatsSnapshot st = seg->stats().snapshot();
     if (static_cast<int64_t>(st.missed_turns_total) != m.missed) return fail(step, "missed_turns_total differs");
     if (st.fifo_inversions_total != 0) return fail(step, "a FIFO inversion");
@@ -368,12 +494,14 @@ Params randomParams(std::mt19937_64& rng) {
   p.limits.claim_window = 1000 + static_cast<Millis>(rng() % 3) * 1000;
   p.limits.first_poll = 3000 + static_cast<Millis>(rng() % 3) * 2000;
   p.limits.ttl = 12000 + static_cast<Millis>(rng() % 3) * 8000;
+  static const double kShares[] = {0, 0.2, 0.5, 1.0};
+  p.share = kShares[rng() % 4];
   return p;
 }
 
 std::vector<Event> randomTrace(std::mt19937_64& rng, const Params& p, int steps) {
   // Weights per kind, in Kind order.
-  static const int kWeights[] = {14, 16, 8, 16, 4, 3, 2, 12, 4, 18, 2, 2};
+  static const int kWeights[] = {14, 16, 8, 16, 4, 3, 2, 12, 4, 18, 2, 2, 5, 6, 2, 5, 1, 1};
   int total = 0;
   for (int w : kWeights) total += w;
   std::vector<Event> trace;
@@ -396,7 +524,16 @@ std::vector<Event> randomTrace(std::mt19937_64& rng, const Params& p, int steps)
         e.arg = issued == 0 ? 0 : std::max<int64_t>(0, issued - 1 - static_cast<int64_t>(rng() % 8));
         break;
       case Kind::Tick: e.arg = kTicks[rng() % (sizeof kTicks / sizeof kTicks[0])]; break;
-      case Kind::Mode: e.arg = rng() % 4 != 0; break;  // mostly open
+      case Kind::Mode: {  // mostly open
+        static const RoomMode kModes[] = {RoomMode::Open, RoomMode::Open, RoomMode::Open, RoomMode::Pause,
+                                          RoomMode::Reject, RoomMode::Passthrough};
+        e.arg = static_cast<int64_t>(kModes[rng() % 6]);
+        break;
+      }
+      case Kind::RankWait: e.arg = rng() % 2 ? kSessionRank : static_cast<int64_t>(rng() % kPriorityRanks); break;
+      case Kind::RankTake:
+      case Kind::RankGo: e.arg = static_cast<int64_t>(rng() % 4); break;
+      case Kind::Rate: e.arg = static_cast<int64_t>(rng() % 4); break;
       case Kind::Cap: e.arg = 1 + static_cast<int64_t>(rng() % (p.cap + 2)); break;
       default: break;
     }

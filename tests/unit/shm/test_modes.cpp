@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "ruled.h"
 #include "shm/segment.h"
 
 using namespace concert;
@@ -25,7 +26,9 @@ std::unique_ptr<Segment> makeSegment(int32_t cap) {
   g.ring_size = 1u << 10;
   g.worker_slots = 4;
   g.pass_table_size = 64;
-  return Segment::create(g, cap, 100);
+  auto s = Segment::create(g, cap, 100);
+  followRoomRules(*s);
+  return s;
 }
 
 Issued mustQueue(Segment& s, Millis now = 0) {

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "ruled.h"
 #include "shm/segment.h"
 
 using namespace concert;
@@ -95,8 +96,9 @@ TEST_CASE("ranks: a freed slot goes to the best rank waiting") {
   CHECK(s.waitingAhead(3) == 1);
   CHECK(s.waitingAhead(kSessionRank) == 2);
   // The line sees everyone ranked as waiting ahead of it.
-  CHECK(s.lineFree(2, 5) == 0);
-  CHECK(s.lineFree(4, 5) == 1);
+  concert::admission::Room& room = followRoomRules(*seg);
+  CHECK(room.lineFree(2, 5) == 0);
+  CHECK(room.lineFree(4, 5) == 1);
   s.leave(2, kRoomPassRank);
   CHECK(s.waitingAhead(3) == 0);
   CHECK(s.waitingAhead(kSessionRank) == 1);

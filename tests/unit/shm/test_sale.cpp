@@ -11,6 +11,7 @@
 #include <set>
 #include <vector>
 
+#include "ruled.h"
 #include "shm/segment.h"
 
 using namespace concert;
@@ -28,7 +29,9 @@ std::unique_ptr<Segment> makeSegment(int32_t cap, uint32_t ring = 1u << 12) {
   g.ring_size = ring;
   g.worker_slots = 4;
   g.pass_table_size = 64;
-  return Segment::create(g, cap, 100);
+  auto s = Segment::create(g, cap, 100);
+  followRoomRules(*s);
+  return s;
 }
 
 // Now is inside the pre-queue (the start an hour away) or past the start.

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "admission/origin_policy.h"
 #include "config/config.h"
 #include "worker/access_log.h"
 #include "worker/rewrite.h"
@@ -12,6 +13,10 @@
 using namespace concert;
 using namespace concert::worker;
 using namespace concert::http;
+// The origin's policy headers are the room's; the data path only drops them.
+using concert::admission::endsSession;
+using concert::admission::priorityHeader;
+using concert::admission::sessionEndHeaders;
 
 namespace {
 
