@@ -13,11 +13,11 @@
 
 namespace concert::admission {
 
-namespace {
-
 bool strikable(const config::Config& config, const http::Request& request) {
   return config.abuse_threshold > 0 && request.client_keyed && !request.abuse_exempt;
 }
+
+namespace {
 
 std::string durationText(Millis ms) {
   const int64_t s = ms / 1000;
@@ -58,18 +58,6 @@ http::LocalResponse banResponse() {
   r.headers.push_back(http::Header{"Cache-Control", "no-store"});
   r.body = "Forbidden\n";
   return r;
-}
-
-bool carriesForgedPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now) {
-  if (!strikable(*context.config, request)) return false;
-  const std::string& secret = context.config->admit_secret;
-  if (std::optional<std::string> pass = cookieValue(request.headers, kAdmitCookie))
-    if (checkPass(secret, *pass, unix_now).check == PassCheck::Forged) return true;
-  if (std::optional<std::string> priority = cookieValue(request.headers, kPriorityCookie))
-    if (checkPriority(secret, *priority, unix_now).check == PassCheck::Forged) return true;
-  if (std::optional<std::string> room_pass = cookieValue(request.headers, kPassCookie))
-    if (checkRoomPass(secret, *room_pass, unix_now) == PassCheck::Forged) return true;
-  return false;
 }
 
 std::optional<shm::ClientTicketing> ticketing(const AdmissionContext& context, const http::Request& request) {

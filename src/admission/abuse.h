@@ -48,12 +48,13 @@ void strike(const AdmissionContext& context, const http::Request& request, Strik
 bool banned(const AdmissionContext& context, const http::Request& request, Millis now);
 http::LocalResponse banResponse();
 
-// A concert_admit, room_pass or concert_priority cookie the request carries
-// that is not one of ours (not an expired one: a forgery). A genuine priority
-// cookie bound to another pass or naming a class no longer configured is not
-// a forgery: it only grants nothing (priority.h). Checked once per request at
-// dispatch when strikes are on, whether or not -priority-classes is set.
-bool carriesForgedPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now);
+// Whether strikes count against the request's client (-abuse-threshold is on,
+// the client has an address key, and it is not exempt). A forged
+// concert_admit, room_pass or concert_priority cookie (Visitor::carriesForged:
+// not an expired one; a genuine priority cookie bound to another pass or
+// naming a class no longer configured only grants nothing) is a strike,
+// checked once per request by screen(), whether or not -priority-classes is set.
+bool strikable(const config::Config& config, const http::Request& request);
 
 // What TicketRing::issue needs to charge a new ticket to its client; nullopt
 // when the client's tickets are not counted (an exempt client, no address).

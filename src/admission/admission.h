@@ -18,6 +18,7 @@
 
 #include "admission/context.h"
 #include "admission/guard.h"
+#include "admission/visitor.h"
 #include "http/request.h"
 #include "http/response.h"
 #include "http/router.h"
@@ -32,7 +33,7 @@ namespace concert::admission {
 // has the outcome Rejected. `now` and `unix_now`: when the request started.
 // screen.cpp.
 std::optional<http::LocalResponse> screen(const AdmissionContext& context, const http::Request& request,
-                                          http::Route route, Millis now, int64_t unix_now);
+                                          const Visitor& visitor, http::Route route, Millis now, int64_t unix_now);
 
 // The data path refused the request with `status` before any guard: a
 // malformed or oversized request (400, 413, 414, 431) is a strike against its
@@ -40,8 +41,9 @@ std::optional<http::LocalResponse> screen(const AdmissionContext& context, const
 void refused(const AdmissionContext& context, const http::Request& request, int status, Millis now);
 
 // The guard of a proxied route (Page, LongLived, PrivateAsset, PublicAsset,
-// Bypass; null for any other). endpoints.cpp.
-std::unique_ptr<RequestGuard> makeGuard(const AdmissionContext& context, http::Route route);
+// Bypass; null for any other), with the request's Visitor as the screen read
+// it (the guard keeps it for the exchange). endpoints.cpp.
+std::unique_ptr<RequestGuard> makeGuard(const AdmissionContext& context, http::Route route, Visitor visitor);
 
 // Gated catch-all: room admission (fast path, ticket, waiting page / JSON
 // 429, breaker 503, slot wait), then the concert_admit pass on admission.
@@ -49,10 +51,13 @@ std::unique_ptr<RequestGuard> makeGuard(const AdmissionContext& context, http::R
 // (none: 503 + Retry-After, long_lived_refused_total, and the page slot goes
 // straight back), and the page slot goes back once the origin's tunnel or
 // event stream opens (onLongLived); the long-lived slot is held until release().
-std::unique_ptr<RequestGuard> makePageGuard(const AdmissionContext& context, bool long_lived = false);
+// Without a Visitor the guard reads its own from the first request it sees.
+std::unique_ptr<RequestGuard> makePageGuard(const AdmissionContext& context, bool long_lived = false,
+                                            std::optional<Visitor> visitor = std::nullopt);
 
 // -assets (private: pass required) and -asset-public (global cap only).
-std::unique_ptr<RequestGuard> makeAssetGuard(const AdmissionContext& context, bool private_asset);
+std::unique_ptr<RequestGuard> makeAssetGuard(const AdmissionContext& context, bool private_asset,
+                                             std::optional<Visitor> visitor = std::nullopt);
 
 // A client in -bypass-cidrs, or a -bypass path: proxied at once, nothing
 // held (Outcome::Bypass); the origin's word is heeded as on any response.

@@ -46,8 +46,12 @@ shm::PassProto passProtocol(const config::Config& config, const http::Request& r
 
 class AssetGuard final : public RequestGuard {
  public:
-  AssetGuard(const AdmissionContext& context, bool private_asset)
-      : context_(context), config_(*context.config), waiters_(*context.waiters), private_(private_asset) {}
+  AssetGuard(const AdmissionContext& context, bool private_asset, std::optional<Visitor> visitor)
+      : context_(context),
+        config_(*context.config),
+        waiters_(*context.waiters),
+        private_(private_asset),
+        visitor_(std::move(visitor)) {}
   ~AssetGuard() override { release(); }
 
   Admission admit(const http::Request& request, Millis now) override {
@@ -105,7 +109,8 @@ class AssetGuard final : public RequestGuard {
   Admission start(const http::Request& request, Millis now) {
     if (!private_) return tryGlobal(now);
     int64_t unix_now = unixSeconds();
-    std::optional<AdmitPass> pass = sessionPass(context_, request, unix_now);
+    if (!visitor_) visitor_.emplace(context_, request);
+    std::optional<AdmitPass> pass = visitor_->session(unix_now);
     if (!pass) {
       segment().stats().count(shm::Counter::AssetDeniedTotal);
       return respond(emptyResponse(403));
@@ -243,12 +248,14 @@ class AssetGuard final : public RequestGuard {
   Millis deadline_ = 0;
   std::optional<std::string> pass_cookie_;
   bool https_ = false;  // the client used https: the pass cookie is Secure
+  std::optional<Visitor> visitor_;  // the request's tokens, read once
 };
 
 }  // namespace
 
-std::unique_ptr<RequestGuard> makeAssetGuard(const AdmissionContext& context, bool private_asset) {
-  return std::make_unique<AssetGuard>(context, private_asset);
+std::unique_ptr<RequestGuard> makeAssetGuard(const AdmissionContext& context, bool private_asset,
+                                             std::optional<Visitor> visitor) {
+  return std::make_unique<AssetGuard>(context, private_asset, std::move(visitor));
 }
 
 }  // namespace concert::admission

@@ -40,23 +40,37 @@ void forEachPiece(std::string_view header, Fn&& fn) {
   }
 }
 
+std::string_view pieceValue(std::string_view piece) {
+  size_t eq = piece.find('=');
+  std::string_view value = eq == std::string_view::npos ? std::string_view() : trimSpace(piece.substr(eq + 1));
+  if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+  return value;
+}
+
 }  // namespace
 
 std::optional<std::string> cookieValue(const http::Headers& headers, std::string_view name) {
   std::optional<std::string> found;
+  cookieValues(headers, {{name, &found}});
+  return found;
+}
+
+void cookieValues(const http::Headers& headers, std::initializer_list<CookieWanted> wanted) {
+  size_t left = wanted.size();
+  for (const CookieWanted& w : wanted) w.value->reset();
   for (const http::Header& h : headers) {
+    if (left == 0) return;
     if (!http::equalsIgnoreCase(h.name, "Cookie")) continue;
     forEachPiece(h.value, [&](std::string_view piece) {
-      if (pieceName(piece) != name) return true;
-      size_t eq = piece.find('=');
-      std::string_view value = eq == std::string_view::npos ? std::string_view() : trimSpace(piece.substr(eq + 1));
-      if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
-      found = std::string(value);
-      return false;
+      const std::string_view name = pieceName(piece);
+      for (const CookieWanted& w : wanted) {
+        if (w.name != name || w.value->has_value()) continue;  // the first of a name wins
+        *w.value = std::string(pieceValue(piece));
+        --left;
+      }
+      return left > 0;
     });
-    if (found) return found;
   }
-  return std::nullopt;
 }
 
 std::optional<std::string> stripConcertCookies(std::string_view cookie_header) {

@@ -2,6 +2,7 @@
 // Pure string functions; no state.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,12 @@ inline constexpr std::string_view kPriorityCookie = "concert_priority";
 // (pieces separated by ';', surrounding spaces ignored, one pair of double
 // quotes around the value removed); nullopt when absent.
 std::optional<std::string> cookieValue(const http::Headers& headers, std::string_view name);
+// Several cookies in one scan, each as cookieValue would find it.
+struct CookieWanted {
+  std::string_view name;
+  std::optional<std::string>* value;
+};
+void cookieValues(const http::Headers& headers, std::initializer_list<CookieWanted> wanted);
 
 // The Cookie header value with room_ticket, room_pass, room_probe,
 // concert_admit and concert_priority removed and the rest kept in order ("a=1; b=2"); nullopt when

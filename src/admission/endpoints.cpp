@@ -35,12 +35,12 @@ std::unique_ptr<RequestGuard> makeBypassGuard(const AdmissionContext& context) {
   return std::make_unique<BypassGuard>(context);
 }
 
-std::unique_ptr<RequestGuard> makeGuard(const AdmissionContext& context, http::Route route) {
+std::unique_ptr<RequestGuard> makeGuard(const AdmissionContext& context, http::Route route, Visitor visitor) {
   switch (route) {
-    case http::Route::Page: return makePageGuard(context);
-    case http::Route::LongLived: return makePageGuard(context, true);
-    case http::Route::PrivateAsset: return makeAssetGuard(context, true);
-    case http::Route::PublicAsset: return makeAssetGuard(context, false);
+    case http::Route::Page: return makePageGuard(context, false, std::move(visitor));
+    case http::Route::LongLived: return makePageGuard(context, true, std::move(visitor));
+    case http::Route::PrivateAsset: return makeAssetGuard(context, true, std::move(visitor));
+    case http::Route::PublicAsset: return makeAssetGuard(context, false, std::move(visitor));
     case http::Route::Bypass: return makeBypassGuard(context);
     default: return nullptr;
   }

@@ -123,9 +123,13 @@ class PageGuard final : public RequestGuard {
   // place it (one round of the cluster agent, cluster/agent.h, is 100 ms).
   static constexpr Millis kPlaceWait = 1'000;
 
-  PageGuard(const AdmissionContext& context, bool long_lived)
+  PageGuard(const AdmissionContext& context, bool long_lived, std::optional<Visitor> visitor)
       : long_lived_(long_lived),
-        context_(context), config_(*context.config), waiters_(*context.waiters), room_(*context.segment) {}
+        context_(context),
+        config_(*context.config),
+        waiters_(*context.waiters),
+        room_(*context.segment),
+        visitor_(std::move(visitor)) {}
   ~PageGuard() override { release(); }
 
   Admission admit(const http::Request& request, Millis now) override {
@@ -228,6 +232,7 @@ class PageGuard final : public RequestGuard {
   shm::Line& tickets() const { return segment().line(); }
 
   Admission start(const http::Request& request, Millis now) {
+    if (!visitor_) visitor_.emplace(context_, request);
     const shm::RoomMode mode = room_.mode();
     if (mode == shm::RoomMode::Passthrough) return passthrough(request);
     if (std::optional<int> rank = rankOf(request, now)) {
@@ -237,8 +242,7 @@ class PageGuard final : public RequestGuard {
     if (mode == shm::RoomMode::Reject) return maintenance(request);
     form_ = request.hasBody() || (request.method != "GET" && request.method != "HEAD");
     crawler_ = isCrawler(request);
-    std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
-    std::optional<shm::TicketCookie> cookie = value ? decodeTicketCookie(*value) : std::nullopt;
+    const std::optional<shm::TicketCookie>& cookie = visitor_->ticket();
     if (cookie) {
       // A request about to be held sends no cookie now: touch, not render.
       // Either way a page request: a missed turn comes back (once).
@@ -261,15 +265,13 @@ class PageGuard final : public RequestGuard {
   std::optional<int> rankOf(const http::Request& request, Millis now) {
     const int64_t unix_now = unixSeconds();
     const std::string& secret = config_.admit_secret;
-    if (std::optional<std::string> value = cookieValue(request.headers, kPassCookie)) {
+    const Visitor& visitor = *visitor_;
+    if (const std::optional<std::string>& value = visitor.roomPass()) {
       std::optional<RoomPass> pass = verifyRoomPass(secret, *value, unix_now);
       if (pass && spendRoomPass(*pass, unix_now)) return shm::kRoomPassRank;
     }
-    if (std::optional<std::string> value = cookieValue(request.headers, kTicketCookie)) {
-      std::optional<shm::TicketCookie> cookie = decodeTicketCookie(*value);
-      if (cookie && collectRoomPass(request, *cookie, unix_now)) return shm::kRoomPassRank;
-    }
-    if (std::optional<std::string_view> token = http::queryValue(request.query, "concert_invite")) {
+    if (visitor.ticket() && collectRoomPass(request, *visitor.ticket(), unix_now)) return shm::kRoomPassRank;
+    if (const std::optional<std::string>& token = visitor.invitation()) {
       Invitation invite = checkInvitation(secret, *token, unix_now);
       const uint64_t key = onceKeyFor(OnceLabel::Invitation, invite.id, static_cast<uint64_t>(invite.expiry));
       if (invite.check == PassCheck::Valid && segment().once().claim(key, invite.expiry, unix_now)) {
@@ -280,8 +282,8 @@ class PageGuard final : public RequestGuard {
       // Used, expired or forged: as if the request had none, and a strike.
       strike(context_, request, Strike::Invitation, now);
     }
-    if (std::optional<AdmitPass> pass = sessionPass(context_, request, unix_now)) {
-      if (std::optional<int> priority = priorityClass(context_, request, *pass, unix_now))
+    if (std::optional<AdmitPass> pass = visitor.session(unix_now)) {
+      if (std::optional<int> priority = visitor.priority(*pass, unix_now))
         return std::min(shm::kRoomPassRank + 1 + *priority, shm::kPriorityRanks - 1);
       return shm::kSessionRank;
     }
@@ -344,10 +346,9 @@ class PageGuard final : public RequestGuard {
 
   // Passthrough: to the origin whatever the cap says (see the top of the file).
   Admission passthrough(const http::Request& request) {
-    std::optional<std::string> value = cookieValue(request.headers, kTicketCookie);
-    std::optional<shm::TicketCookie> cookie = value ? decodeTicketCookie(*value) : std::nullopt;
-    if (cookie) tickets().claim(*cookie);  // its turn has come: the ticket leaves the line
-    const bool counted = !sessionPass(context_, request, unixSeconds());
+    // Its turn has come: the ticket leaves the line.
+    if (const std::optional<shm::TicketCookie>& cookie = visitor_->ticket()) tickets().claim(*cookie);
+    const bool counted = !visitor_->session(unixSeconds());
     const bool nobody_waits = room_.nobodyWaits();
     const bool slot = goThrough();
     if (counted && (!slot || !nobody_waits)) segment().stats().count(shm::Counter::WouldQueueTotal);
@@ -593,9 +594,8 @@ class PageGuard final : public RequestGuard {
     // Issue or slide the concert_admit pass before proxying, so it is present
     // even when the origin then fails.
     int64_t unix_now = unixSeconds();
-    std::optional<std::string> presented = cookieValue(request.headers, kAdmitCookie);
     // A pass whose session the origin ended is never slid back to life: a new one is minted.
-    std::optional<AdmitPass> pass = presented ? sessionPass(context_, request, unix_now) : std::nullopt;
+    std::optional<AdmitPass> pass = visitor_->session(unix_now);
     pass_cookie_ = slidePass(config_.admit_secret, pass, unix_now, config_.admit_ttl / 1000, true);
     return proceed(request);
   }
@@ -664,12 +664,14 @@ class PageGuard final : public RequestGuard {
   int rank_ = shm::kSessionRank;             // SessionHeld: where it waits (shm/types.h, ranks)
   std::optional<uint64_t> spent_;            // a single-use token spent for this request (shm/once.h)
   std::vector<http::Header> extra_headers_;  // a room_pass cookie to send with the admission
+  std::optional<Visitor> visitor_;           // the request's cookies and tokens, read once
 };
 
 }  // namespace
 
-std::unique_ptr<RequestGuard> makePageGuard(const AdmissionContext& context, bool long_lived) {
-  return std::make_unique<PageGuard>(context, long_lived);
+std::unique_ptr<RequestGuard> makePageGuard(const AdmissionContext& context, bool long_lived,
+                                            std::optional<Visitor> visitor) {
+  return std::make_unique<PageGuard>(context, long_lived, std::move(visitor));
 }
 
 }  // namespace concert::admission

@@ -6,10 +6,11 @@
 namespace concert::admission {
 
 std::optional<http::LocalResponse> screen(const AdmissionContext& context, const http::Request& request,
-                                          http::Route route, Millis now, int64_t unix_now) {
+                                          const Visitor& visitor, http::Route route, Millis now, int64_t unix_now) {
   // A load balancer's health check is never refused.
   if (context.config->abuse_threshold <= 0 || route == http::Route::Healthz) return std::nullopt;
-  if (carriesForgedPass(context, request, unix_now)) strike(context, request, Strike::ForgedPass, now);
+  if (strikable(*context.config, request) && visitor.carriesForged(unix_now))
+    strike(context, request, Strike::ForgedPass, now);
   if (!banned(context, request, now)) return std::nullopt;
   context.segment->stats().count(shm::Counter::RejectedBannedTotal);
   return banResponse();

@@ -16,11 +16,14 @@ std::optional<AdmitPass> presentedPass(const AdmissionContext& context, const ht
 
 }  // namespace
 
+bool sessionEnded(const AdmissionContext& context, const AdmitPass& pass, int64_t unix_now) {
+  return context.segment->revocations().revoked(pass.id.data(), unix_now) ||
+         context.segment->cluster().revokedElsewhere(pass.id.data(), unix_now);
+}
+
 std::optional<AdmitPass> sessionPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now) {
   std::optional<AdmitPass> pass = presentedPass(context, request, unix_now);
-  if (pass && (context.segment->revocations().revoked(pass->id.data(), unix_now) ||
-               context.segment->cluster().revokedElsewhere(pass->id.data(), unix_now)))
-    return std::nullopt;
+  if (pass && sessionEnded(context, *pass, unix_now)) return std::nullopt;
   return pass;
 }
 

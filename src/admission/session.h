@@ -19,6 +19,9 @@ namespace concert::admission {
 // forged or expired one, or one whose session was ended).
 std::optional<AdmitPass> sessionPass(const AdmissionContext& context, const http::Request& request, int64_t unix_now);
 
+// Whether the session of a genuine pass was ended (here, or on another host).
+bool sessionEnded(const AdmissionContext& context, const AdmitPass& pass, int64_t unix_now);
+
 // The origin ended the request's session (Concert-Session: end): its pass,
 // if it verifies, is revoked on every worker until now + -admit-ttl, the
 // latest a pass of that id could have been slid to. True when a revocation

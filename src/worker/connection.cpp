@@ -317,8 +317,9 @@ void ClientConnection::dispatch() {
   const http::Endpoint& endpoint = http::endpoint(route_);
   log_request_ = endpoint.logged;
   const admission::AdmissionContext& ctx = host_.admission();
+  admission::Visitor visitor(ctx, request_);  // the request's cookies and tokens, read once
   if (std::optional<http::LocalResponse> refusal =
-          admission::screen(ctx, request_, route_, started_ms_, started_wall_)) {
+          admission::screen(ctx, request_, visitor, route_, started_ms_, started_wall_)) {
     log_request_ = true;
     outcome_ = admission::Outcome::Rejected;
     respondLocal(std::move(*refusal), true);
@@ -349,7 +350,7 @@ void ClientConnection::dispatch() {
       return;
     }
     case http::Serve::Proxied:
-      guard_ = admission::makeGuard(ctx, route_);
+      guard_ = admission::makeGuard(ctx, route_, std::move(visitor));
       runGuard(monotonicMs());
       return;
   }

@@ -47,6 +47,22 @@ TEST_CASE("cookieValue") {
   CHECK(cookieValue(empties, "room_probe") == std::optional<std::string>("1"));
 }
 
+TEST_CASE("cookieValues: several cookies in one scan, each as cookieValue finds it") {
+  Headers headers{{"cookie", "x=1; room_ticket=first"},
+                  {"COOKIE", "room_ticket=second; concert_admit=\"p\""},
+                  {"Cookie", "room_pass=; concert_admit=later"}};
+  std::optional<std::string> ticket, admit, pass, priority;
+  priority = "stale";  // reset by the scan
+  cookieValues(headers, {{"room_ticket", &ticket}, {"concert_admit", &admit}, {"room_pass", &pass},
+                         {"concert_priority", &priority}});
+  CHECK(ticket == cookieValue(headers, "room_ticket"));
+  CHECK(ticket == std::optional<std::string>("first"));
+  CHECK(admit == std::optional<std::string>("p"));
+  CHECK(admit == cookieValue(headers, "concert_admit"));
+  CHECK(pass == std::optional<std::string>(""));
+  CHECK_FALSE(priority);
+}
+
 TEST_CASE("Set-Cookie attribute strings") {
   config::Config c;
   c.token_ttl = 300'000;

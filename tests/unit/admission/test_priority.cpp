@@ -264,6 +264,10 @@ TEST_CASE("a forged concert_priority cookie is a forgery for the strikes; a fore
     return r;
   };
   const int64_t now = unixSeconds();
+  // What the screen asks of a request's Visitor.
+  auto carriesForgedPass = [](const AdmissionContext& ctx, const http::Request& r, int64_t unix_now) {
+    return strikable(*ctx.config, r) && Visitor(ctx, r).carriesForged(unix_now);
+  };
   const std::string admit = mintPass(test::kTestSecret, idOf(1), now + 600);
   const std::string genuine = mintPriority(test::kTestSecret, idOf(1), now + 60, "staff");
   CHECK_FALSE(carriesForgedPass(room.ctx(), withCookies(admit, genuine), now));
