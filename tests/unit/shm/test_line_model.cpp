@@ -36,6 +36,8 @@
 //             it plus the Returned ones are fewer than free.
 //   rate      a turn taken while the line moves by the cap spends a token.
 //   position  the Waiting tickets before it, plus one: it never grows.
+//   limit     an arrival of a client holding -max-tickets-per-client tickets
+//             (waiting, returned or missed) is refused (ClientLimit), first.
 //   full      an arrival is refused (Breaker) iff -max-queue visitors wait
 //             (Waiting and Returned).
 //   janitor   one pass in ticket order, free and the Returned count taken at
@@ -47,17 +49,19 @@
 // occupancy never passes the cap through an admission; no stall (the line
 // moves by the cap, the room lets it use a slot and someone holds a live
 // place => someone is ready now); no position grows; no FIFO inversion is
-// counted. Events: arrivals, page requests, polls, streams and the held
-// request's own recheck, visitors who leave or are removed, requests that
-// finish, ranked requests (room passes, priority classes, sessions) that
-// wait, take a slot or give up, a worker's death and reclaim, the four
-// modes, cap changes, the admission rate (a bucket that does not refill
-// during a run: one token an hour) and the janitor's passes.
+// counted. Events: arrivals (three clients, each held to
+// -max-tickets-per-client, and visitors without an address), page requests,
+// polls, streams and the held request's own recheck, visitors who leave or
+// are removed, requests that finish, ranked requests (room passes and
+// invitations at rank 0, priority classes, sessions) that wait, take a slot
+// or give up, bans (the client's tickets leave the line), a worker's death
+// and reclaim, the four modes, cap changes (a reload's, or an operator's),
+// the admission rate (a bucket that does not refill during a run: one token
+// an hour) and the janitor's passes.
 //
-// Not modelled here: the sale's pre-queue, client limits and bans, several
-// hosts, and ring wrap-around (their own tests in test_sale.cpp,
-// test_clients.cpp, the cluster suites, test_tickets.cpp and the
-// multi-process suite).
+// Not modelled here: the sale's pre-queue, several hosts, and ring
+// wrap-around (their own tests in test_sale.cpp, the cluster suites,
+// test_tickets.cpp and the multi-process suite).
 //
 // CONCERT_MODEL_STEPS sets the number of steps (1,000,000 by default); a
 // failure prints the episode's seed and a shrunk trace that still fails.
@@ -82,12 +86,14 @@ constexpr WorkerSlot kGuard = 0;   // takes turns and holds the admitted visitor
 constexpr WorkerSlot kIssuer = 1;  // issues tickets
 constexpr WorkerSlot kRanked = 2;  // ranked requests: waits and slots; it may die
 constexpr int64_t kHourNs = 3'600'000'000'000;
+constexpr int kClients = 3;              // clients 0..2 arrive with an address; kNoClient without one
+constexpr int kNoClient = kClients;
 constexpr int64_t kEveryone = int64_t{1} << 62;  // free slots when every turn has come (as the ring)
 constexpr int kEpisodeSteps = 250;
 
 enum class Kind : uint8_t {
   Arrive, Poll, Look, Page, Own, Leave, Remove, Finish, Direct, Tick, Mode, Cap,
-  RankWait, RankTake, RankGo, RankDone, Crash, Rate,
+  RankWait, RankTake, RankGo, RankDone, Crash, Rate, Ban,
 };
 
 const char* kindName(Kind k) {
@@ -110,6 +116,7 @@ const char* kindName(Kind k) {
     case Kind::RankDone: return "rank-done";
     case Kind::Crash: return "crash";
     case Kind::Rate: return "rate";
+    case Kind::Ban: return "ban";
   }
   return "?";
 }
@@ -126,13 +133,15 @@ struct Event {
 struct Params {
   int32_t cap = 2;
   int64_t max_queue = 8;
-  double share = 0.2;  // -newcomer-share
+  int32_t max_per_client = 0;  // -max-tickets-per-client (0: no limit)
+  double share = 0.2;          // -newcomer-share
   SweepLimits limits;
 };
 
 std::string describe(const Params& p, const std::vector<Event>& trace) {
   std::ostringstream out;
-  out << "cap " << p.cap << ", max-queue " << p.max_queue << ", share " << p.share << ", ttl " << p.limits.ttl << " ms, grace "
+  out << "cap " << p.cap << ", max-queue " << p.max_queue << ", per client " << p.max_per_client << ", share "
+      << p.share << ", ttl " << p.limits.ttl << " ms, grace "
       << p.limits.first_poll << " ms, claim window " << p.limits.claim_window << " ms\n";
   for (size_t i = 0; i < trace.size(); ++i)
     out << "  " << i << ": " << kindName(trace[i].kind) << " " << trace[i].arg << "\n";
@@ -150,6 +159,7 @@ struct Ticket {
   Millis last_seen = 0;
   Millis ready_since = 0;  // 0: not stamped
   int64_t last_raw = INT64_MAX;
+  int client = kNoClient;  // whose ticket (Arrive's arg), counted against -max-tickets-per-client
 };
 
 struct Model {
@@ -196,6 +206,12 @@ struct Model {
     return n;
   }
   int64_t live() const { return count(St::Waiting) + count(St::Returned); }
+  // A client's tickets that hold its count: in line, or missed (a place kept).
+  int64_t ofClient(int client) const {
+    int64_t n = 0;
+    for (const Ticket& t : tickets) n += t.client == client && t.st != St::Gone;
+    return n;
+  }
   int64_t depth() const { return live() + count(St::Missed); }
   int64_t waitingBefore(size_t i) const {
     int64_t n = 0;
@@ -309,7 +325,15 @@ std::string play(const Params& p, const std::vector<Event>& trace) {
     const size_t i = has_ticket ? static_cast<size_t>(e.arg) : 0;
     switch (e.kind) {
       case Kind::Arrive: {
-        const Issued issued = ring.issue(kIssuer, p.max_queue, now);
+        const int client = static_cast<int>(e.arg);
+        ClientTicketing ticketing;
+        ticketing.key[0] = static_cast<uint8_t>(client + 1);
+        ticketing.max_per_client = p.max_per_client;
+        const Issued issued = ring.issue(kIssuer, p.max_queue, now, client == kNoClient ? nullptr : &ticketing);
+        if (client != kNoClient && p.max_per_client > 0 && m.ofClient(client) >= p.max_per_client) {
+          if (issued.outcome != IssueOutcome::ClientLimit) return fail(step, "expected the client's limit");
+          break;
+        }
         if (m.live() >= p.max_queue) {
           if (issued.outcome != IssueOutcome::Breaker) return fail(step, "expected the breaker");
           break;
@@ -318,6 +342,7 @@ std::string play(const Params& p, const std::vector<Event>& trace) {
         Ticket t;
         t.cookie = issued.cookie;
         t.last_seen = now;
+        t.client = client;
         m.tickets.push_back(t);
         const TicketView want = m.view(m.tickets.size() - 1);
         if (issued.position != want.raw_position || issued.ready != (want.state == TicketState::Ready))
@@ -442,6 +467,22 @@ std::string play(const Params& p, const std::vector<Event>& trace) {
         m.ranked.clear();
         break;
       }
+      case Kind::Ban: {  // a client's strike that bans it: its tickets leave the line
+        const int client = static_cast<int>(e.arg);
+        uint8_t key[16] = {};
+        key[0] = static_cast<uint8_t>(client + 1);
+        AbusePolicy policy;
+        policy.threshold = 1;
+        policy.ban = 5000;
+        const StrikeOutcome r = seg->strike(key, 1, policy, now, kGuard);
+        if (!r.banned_now) break;  // banned already: the ban runs on
+        if (r.tickets_retired != m.ofClient(client))
+          return fail(step, "a ban retired " + std::to_string(r.tickets_retired) + " tickets, the model " +
+                                std::to_string(m.ofClient(client)));
+        for (Ticket& t : m.tickets)
+          if (t.client == client) t.st = St::Gone;
+        break;
+      }
       case Kind::Rate: {
         // One token an hour: the bucket does not refill during a run.
         const int64_t interval = e.arg > 0 ? kHourNs : 0;
@@ -496,12 +537,13 @@ Params randomParams(std::mt19937_64& rng) {
   p.limits.ttl = 12000 + static_cast<Millis>(rng() % 3) * 8000;
   static const double kShares[] = {0, 0.2, 0.5, 1.0};
   p.share = kShares[rng() % 4];
+  p.max_per_client = static_cast<int32_t>(rng() % 4);
   return p;
 }
 
 std::vector<Event> randomTrace(std::mt19937_64& rng, const Params& p, int steps) {
   // Weights per kind, in Kind order.
-  static const int kWeights[] = {14, 16, 8, 16, 4, 3, 2, 12, 4, 18, 2, 2, 5, 6, 2, 5, 1, 1};
+  static const int kWeights[] = {14, 16, 8, 16, 4, 3, 2, 12, 4, 18, 2, 2, 5, 6, 2, 5, 1, 1, 1};
   int total = 0;
   for (int w : kWeights) total += w;
   std::vector<Event> trace;
@@ -513,7 +555,11 @@ std::vector<Event> randomTrace(std::mt19937_64& rng, const Params& p, int steps)
     while (pick >= kWeights[k]) pick -= kWeights[k++];
     Event e{static_cast<Kind>(k), 0};
     switch (e.kind) {
-      case Kind::Arrive: ++issued; break;
+      case Kind::Arrive:
+        ++issued;
+        e.arg = static_cast<int64_t>(rng() % (kClients + 1));  // a client, or none
+        break;
+      case Kind::Ban: e.arg = static_cast<int64_t>(rng() % kClients); break;
       case Kind::Poll:
       case Kind::Look:
       case Kind::Page:
