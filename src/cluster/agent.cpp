@@ -112,12 +112,15 @@ class Agent {
   }
 
  private:
-  enum class Call { Select, Notes, Sync, Fetch, Release };
+  enum class Call { Select, Load, Notes, Sync, Fetch, Release };
   struct Pending {
     Agent* agent;
     uint64_t round;
     Call call;
     int64_t sent_us;
+    // A script run by its SHA1: what to send as EVAL if the engine answers NOSCRIPT.
+    const char* script = nullptr;
+    std::vector<std::string> keys, args;
   };
 
   // ------------------------------------------------------------ connection
@@ -143,6 +146,12 @@ class Agent {
       const char* argv[] = {"SELECT", db.c_str()};
       const size_t lens[] = {6, db.size()};
       send(Call::Select, 2, argv, lens);
+    }
+    // The scripts once per connection; the rounds run them by their SHA1.
+    for (const char* script : {kNotesScript, kSyncScript, kFetchScript}) {
+      const char* argv[] = {"SCRIPT", "LOAD", script};
+      const size_t lens[] = {6, 4, std::strlen(script)};
+      send(Call::Load, 3, argv, lens);
     }
   }
 
@@ -183,19 +192,30 @@ class Agent {
     redisAsyncFree(ac);  // pending callbacks run with no reply and are ignored
   }
 
-  void send(Call call, int argc, const char** argv, const size_t* lens) {
-    auto* pending = new Pending{this, round_, call, monotonicUs()};
+  void send(Call call, int argc, const char** argv, const size_t* lens, Pending* pending = nullptr) {
+    if (!pending) pending = new Pending{this, round_, call, monotonicUs(), nullptr, {}, {}};
     if (!ac_ || redisAsyncCommandArgv(ac_, &Agent::onReply, pending, argc, argv, lens) != REDIS_OK) delete pending;
   }
 
-  void eval(Call call, const char* script, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+  // One of the engine's scripts, by its SHA1 (the connection loaded it), or
+  // by its text: `by_text`, or an EVALSHA the engine answered NOSCRIPT.
+  void eval(Call call, const char* script, std::vector<std::string> keys, std::vector<std::string> args,
+            bool by_text = false) {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
     const std::string nkeys = std::to_string(keys.size());
-    argv.push_back("EVAL");
-    lens.push_back(4);
-    argv.push_back(script);
-    lens.push_back(std::strlen(script));
+    const std::string& sha = shaOf(script);
+    if (by_text || sha.empty()) {
+      argv.push_back("EVAL");
+      lens.push_back(4);
+      argv.push_back(script);
+      lens.push_back(std::strlen(script));
+    } else {
+      argv.push_back("EVALSHA");
+      lens.push_back(7);
+      argv.push_back(sha.c_str());
+      lens.push_back(sha.size());
+    }
     argv.push_back(nkeys.c_str());
     lens.push_back(nkeys.size());
     for (const std::string& k : keys) {
@@ -206,7 +226,20 @@ class Agent {
       argv.push_back(a.c_str());
       lens.push_back(a.size());
     }
-    send(call, static_cast<int>(argv.size()), argv.data(), lens.data());
+    auto* pending = new Pending{this, round_, call, monotonicUs(), nullptr, {}, {}};
+    if (!by_text) {
+      pending->script = script;
+      pending->keys = std::move(keys);
+      pending->args = std::move(args);
+    }
+    send(call, static_cast<int>(argv.size()), argv.data(), lens.data(), pending);
+  }
+
+  // Each script's SHA1, computed once.
+  const std::string& shaOf(const char* script) {
+    auto it = shas_.find(script);
+    if (it == shas_.end()) it = shas_.emplace(script, scriptSha(script)).first;
+    return it->second;
   }
 
   static void onReply(redisAsyncContext*, void* raw, void* privdata) {
@@ -222,12 +255,20 @@ class Agent {
     self->segment_.histograms().observe(shm::Histogram::EngineRoundTrip, 0, micros);
     self->cluster_.countRoundTrip();
     Reply reply = convert(static_cast<redisReply*>(raw));
+    if (reply.type == Reply::Type::Error && pending->script && reply.str.rfind("NOSCRIPT", 0) == 0) {
+      // The engine forgot the script (restarted empty, SCRIPT FLUSH): its text
+      // this time, which also loads it again. Replies keep their order, so a
+      // round's later scripts, refused too, follow in theirs.
+      self->eval(pending->call, pending->script, std::move(pending->keys), std::move(pending->args), true);
+      return;
+    }
     if (reply.type == Reply::Type::Error) {
       self->fail("engine error: " + reply.str);
       return;
     }
     switch (pending->call) {
       case Call::Select:
+      case Call::Load:
       case Call::Release: break;
       case Call::Notes:
         // -1: the engine lost the room; SYNC (next in the pipe) says so and
@@ -237,7 +278,10 @@ class Agent {
         else
           self->in_flight_.clear();
         break;
-      case Call::Sync: self->onSync(reply); break;
+      case Call::Sync:
+        self->sync_sent_ms_ = pending->sent_us / 1000;
+        self->onSync(reply);
+        break;
       case Call::Fetch: self->onFetch(reply); break;
     }
   }
@@ -274,6 +318,15 @@ class Agent {
   }
 
   Millis roundTimeout() const { return std::clamp<Millis>(config_.cluster_lease_ttl / 4, 250, 1'000); }
+
+  // Until when the host uses the reservation this round brought: half the
+  // lease TTL from when its SYNC was sent. The engine's lease began when the
+  // script ran, later, so this ends first; the other half lets the requests
+  // admitted here finish before the engine gives their slots to other hosts
+  // (shm/cluster.h). Rounds renew it every kRound while all is well, and a
+  // round slower than roundTimeout() (at most a quarter of the TTL) takes the
+  // engine for away before it ends.
+  Millis leaseEnd() const { return std::max<Millis>(1, sync_sent_ms_ + config_.cluster_lease_ttl / 2); }
 
   void collectNotes(Millis now) {
     for (const shm::ClusterNoteValue& note : cluster_.takeNotes(kNotesPerRound, now)) {
@@ -331,6 +384,8 @@ class Agent {
     r.bans = newBans(now);
     r.claim_window_ms = config_.claim_window;
     r.marks_version = marks_version_;
+    // A scheduled sale's pre-queue holds the line here (the mode itself is the room's).
+    r.held = segment_.modes().mode() == shm::RoomMode::Open && !segment_.modes().lineMoves();
     eval(Call::Sync, kSyncScript, syncKeys(config_.cluster_room), syncArgs(r));
   }
 
@@ -415,7 +470,8 @@ class Agent {
 
   void finishRound(const FetchReply* fetch) {
     in_round_ = false;
-    const shm::ClusterRound& round = sync_.round;
+    shm::ClusterRound& round = sync_.round;
+    round.lease_until_ms = leaseEnd();
     const bool was_up = cluster_.state() == shm::ClusterState::Up;
     const int64_t listed = fetch ? std::count_if(fetch->line.begin(), fetch->line.end(), [](const auto& e) {
       return e.section == shm::LineSection::Waiting;
@@ -485,11 +541,7 @@ class Agent {
       self->releasing_ = true;
       self->in_round_ = false;
       ++self->round_;
-      const std::vector<std::string> keys = syncKeys(self->config_.cluster_room);
-      const std::string script =
-          "redis.call('HDEL', KEYS[2], ARGV[1]) redis.call('HDEL', KEYS[3], ARGV[1]) "
-          "redis.call('ZREM', KEYS[1], ARGV[1]) return 1";
-      self->eval(Call::Release, script.c_str(), {keys[0], keys[1], keys[2]}, {self->host_});
+      self->eval(Call::Release, kReleaseScript, releaseKeys(self->config_.cluster_room), {self->host_}, true);
       timeval wait{0, 500'000};
       event_base_loopexit(self->base_, &wait);
       return;
@@ -519,6 +571,8 @@ class Agent {
   std::deque<std::string> unsent_;
   std::vector<std::string> in_flight_;
   SyncReply sync_;
+  Millis sync_sent_ms_ = 0;  // when the last answered SYNC was sent (monotonic)
+  std::map<const char*, std::string> shas_;
   std::string epoch_;
   int64_t version_ = -1;
   int64_t marks_version_ = -1;

@@ -14,8 +14,11 @@
 //      ticket numbers when the old one runs low or grows old
 //   3. FETCH the line's head, when it moved since the last round
 // and then publishes what it learnt into the segment: the page semaphore's
-// cap becomes the host's share, the cache of the line is swapped, waiting
-// pages and held requests are woken.
+// cap becomes the host's share, until half the lease TTL after that SYNC was
+// sent (past it, workers fall back to the fail-mode share on their own:
+// shm/cluster.h), the cache of the line is swapped, waiting pages and held
+// requests are woken. The scripts are loaded once per connection and run by
+// their SHA1 (engine.h).
 //
 // A round not answered within kRoundTimeout (or a connection that fails)
 // takes the engine for away: the connection is dropped, the host goes Down

@@ -1,6 +1,6 @@
 // The engine's part of one line shared by several hosts (-cluster): what
-// lives in Redis, under which keys, and the three scripts that change it.
-// Every step that must be atomic is one script (EVAL), so no host ever sees
+// lives in Redis, under which keys, and the scripts that change it.
+// Every step that must be atomic is one script, so no host ever sees
 // half a change; the cluster agent (agent.h) is the only code that talks to
 // the engine, and workers never wait for it (shm/cluster.h).
 //
@@ -32,7 +32,10 @@
 //                     any host moves one to P:back
 //   P:ready  zset     id -> engine ms since which its turn has come (the
 //                     first `horizon` of P:back then P:line); dropped when
-//                     the turn is taken or passes to someone else
+//                     the turn is taken or passes to someone else, and all
+//                     of it while the line stands still (no turn comes then,
+//                     so none is missed); restarted by a W note (a host's
+//                     admission rate had no token for the ticket's holder)
 //                     Invariant: every id of P:tix and P:seen is in exactly
 //                     one of P:line, P:back, P:missed.
 //   P:seen   zset     id -> the engine time (ms) after which the ticket is
@@ -52,7 +55,13 @@
 //                     reported more in flight than it held (both settle as
 //                     requests finish: nobody gets a new slot until then).
 //   P:cap    integer  the global cap (-cap; POST /_room/cap on any host)
-//   P:mode   string   the room's mode (POST /_room/mode on any host)
+//   P:mode   string   the room's mode (POST /_room/mode on any host). The
+//                     line moves as on one host: not at all in pause and
+//                     reject, nor in an open room while P:held has a member;
+//                     every ticket's turn has come in passthrough; otherwise
+//                     turns come as slots free across the room (the horizon)
+//   P:held   hash     host -> 1 while a scheduled sale's pre-queue holds that
+//                     host's line; dropped with the host's lease
 //   P:bans   zset     client key (32 hex digits) -> ban end (Unix s); expired
 //                     members are dropped by SYNC
 //   P:promoted zset   "id:nonce" (nonce 16 hex digits) -> the promotion's end
@@ -69,14 +78,18 @@
 // the issue time of a ticket and a ban's end, which are only shown or
 // compared on a host with its own clock.
 //
-// Scripts:
-//   NOTES  what workers noted since the last round (shm/cluster.h): Enroll,
-//          Re-enroll, Touch, Leave
-//   SYNC   once a round: renew this host's lease and take its share of the
-//          cap; reap abandoned tickets; mark turns and missed turns; the
-//          line's figures, cap and mode, bans, a block of numbers
-//   FETCH  P:back, P:line's head and P:missed, with nonces and issue times
-//          (when P:ver moved)
+// Scripts (src/cluster/*.lua, compiled in by embed_scripts.py; each names its
+// KEYS and ARGV at its top). The agent loads them once per connection
+// (SCRIPT LOAD) and runs them by their SHA1 (EVALSHA), and by their text
+// (EVAL) when the engine answers NOSCRIPT (it restarted empty, SCRIPT FLUSH):
+//   NOTES    what workers noted since the last round (shm/cluster.h): Enroll,
+//            Re-enroll, Touch, Keep, Wait, Leave, Promote, Revoke
+//   SYNC     once a round: renew this host's lease and take its share of the
+//            cap; reap abandoned tickets; mark turns and missed turns; the
+//            line's figures, cap and mode, bans, a block of numbers
+//   FETCH    P:back, P:line's head and P:missed, with nonces and issue times
+//            (when P:ver moved)
+//   RELEASE  a host that stops gives its reservation back
 #pragma once
 
 #include <cstdint>
@@ -93,15 +106,22 @@ namespace concert::cluster {
 std::vector<std::string> notesKeys(std::string_view room);
 std::vector<std::string> syncKeys(std::string_view room);
 std::vector<std::string> fetchKeys(std::string_view room);
+std::vector<std::string> releaseKeys(std::string_view room);
 
 extern const char* const kNotesScript;
 extern const char* const kSyncScript;
 extern const char* const kFetchScript;
+extern const char* const kReleaseScript;
+
+// The name Redis gives a script (EVALSHA, SCRIPT LOAD): its SHA1, in hex.
+std::string scriptSha(std::string_view script);
 
 // NOTES' ARGV after the two times and the epoch: one string per note.
 //   "E id nonce issued"   enroll (not if already in line)
 //   "R id nonce issued"   re-enroll after a loss (deadline from the TTL)
 //   "T id"                touch
+//   "W id"                its turn came, its holder is here, and this host's
+//                         admission rate had no token: the turn's clock restarts
 //   "L id"                leave
 //   "P id nonce until"    promoted (until: Unix s)
 //   "V a b until"         a session ended (the pass id's words, hex)
@@ -124,6 +144,7 @@ struct SyncRequest {
   int64_t reap_limit = 1000;
   int64_t claim_window_ms = 10'000;  // -claim-window
   int64_t marks_version = -1;        // P:marks as this host last read it (-1: never)
+  bool held = false;                 // a scheduled sale's pre-queue holds this host's line
   std::vector<std::string> bans;  // bans that began here: "key:until" (32 hex digits, Unix s)
 };
 std::vector<std::string> syncArgs(const SyncRequest& request);

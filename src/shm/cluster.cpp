@@ -31,6 +31,16 @@ int64_t ageMs(uint64_t word, Millis now) {
 
 constexpr uint64_t kDeparted = uint64_t{1} << 16;
 
+// The agent's state word, Up or not, and whether the reservation's lease lapsed.
+bool leaseLapsed(const ClusterArea& area, Millis now) {
+  const int64_t until = area.lease_until_ms.load(std::memory_order_seq_cst);
+  return until != 0 && now >= until;
+}
+
+bool upWord(const ClusterArea& area) {
+  return static_cast<ClusterState>(area.state.load(std::memory_order_seq_cst)) == ClusterState::Up;
+}
+
 // A 16-byte key (a client, a pass id) as the two words the marks keep.
 std::pair<uint64_t, uint64_t> wordsOf(const uint8_t key[16]) {
   uint64_t a = 0, b = 0;
@@ -41,13 +51,24 @@ std::pair<uint64_t, uint64_t> wordsOf(const uint8_t key[16]) {
 
 }  // namespace
 
+int64_t sharedCapNow(const ClusterArea& area, int64_t share, Millis now) {
+  if (area.enabled.load(std::memory_order_relaxed) == 0 || !upWord(area) || !leaseLapsed(area, now)) return share;
+  // The agent stopped renewing: what it would hold if it found the engine away.
+  if (area.fail_open.load(std::memory_order_relaxed) == 0) return 0;
+  const int64_t hosts = std::max<int64_t>(1, area.hosts.load(std::memory_order_relaxed));
+  return std::max<int64_t>(1, area.cap.load(std::memory_order_seq_cst) / hosts);
+}
+
 // ---------------------------------------------------------------- words
 bool ClusterLine::enabled() const {
   return layout_->cluster->enabled.load(std::memory_order_relaxed) != 0;
 }
 
 ClusterState ClusterLine::state() const {
-  return static_cast<ClusterState>(layout_->cluster->state.load(std::memory_order_seq_cst));
+  const ClusterArea& area = *layout_->cluster;
+  const auto state = static_cast<ClusterState>(area.state.load(std::memory_order_seq_cst));
+  if (state == ClusterState::Up && leaseLapsed(area, monotonicMs())) return ClusterState::Down;
+  return state;
 }
 
 int32_t ClusterLine::hosts() const {
@@ -200,6 +221,7 @@ void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLi
   }
   const bool moved = line != nullptr || area.horizon.load(std::memory_order_relaxed) != round.horizon ||
                      area.depth.load(std::memory_order_relaxed) != round.depth || state() != ClusterState::Up;
+  area.lease_until_ms.store(round.lease_until_ms, std::memory_order_seq_cst);
   area.hosts.store(round.hosts, std::memory_order_relaxed);
   area.reserved.store(round.reserved, std::memory_order_relaxed);
   area.horizon.store(round.horizon, std::memory_order_seq_cst);
@@ -290,6 +312,15 @@ void ClusterLine::touchNote(const TicketCookie& cookie, Millis now) {
   if ((word >> 16) == cookie.ticket && ageMs(word, now) < kTouchEveryMs) return;
   slot.store(cookie.ticket << 16 | stampOf(now), std::memory_order_relaxed);
   post({NoteKind::Keep, cookie.ticket, cookie.nonce, 0});
+}
+
+void ClusterLine::waitNote(const TicketCookie& cookie, Millis now) {
+  std::atomic<uint64_t>& slot = layout_->cluster->waited[homeOf(cookie.ticket, kClusterRecent)];
+  const uint64_t tenth = static_cast<uint64_t>(now / 100) & 0xffffu;
+  const uint64_t word = slot.load(std::memory_order_relaxed);
+  if ((word >> 16) == cookie.ticket && ((tenth - (word & 0xffffu)) & 0xffffu) < kWaitEveryMs / 100) return;
+  slot.store(cookie.ticket << 16 | tenth, std::memory_order_relaxed);
+  post({NoteKind::Wait, cookie.ticket, cookie.nonce, 0});
 }
 
 TicketView ClusterLine::render(const TicketCookie& cookie, Millis now, Millis, Contact contact) {
@@ -411,7 +442,11 @@ bool ClusterLine::claim(const TicketCookie& cookie, Claimed* claimed) {
     return false;
   const bool metered = flow() == LineFlow::ByCap && gate_ != nullptr;
   const LineToken token = metered ? gate_->takeToken() : LineToken::Unmetered;
-  if (token == LineToken::Refused) return false;
+  if (token == LineToken::Refused) {
+    // Its turn came and its holder is here: the engine must not count the turn missed for want of a token.
+    if (f.where == Where::Ranked) waitNote(cookie, now);
+    return false;
+  }
   // One claim per ticket on this host: the departed mark goes in by CAS.
   std::atomic<uint64_t>& slot = layout_->cluster->recent[homeOf(cookie.ticket, kClusterRecent)];
   uint64_t word = slot.load(std::memory_order_seq_cst);

@@ -11,7 +11,8 @@
 //                                  (the engine's value); the page semaphore's
 //                                  cap is this host's share of it (reserved)
 //   state, hosts, reserved,        the agent, once per round with the engine
-//   horizon, depth, refreshed_ms
+//   horizon, depth, refreshed_ms,
+//   lease_until_ms
 //   numbers                        the agent stores a block of ticket numbers
 //                                  (next << 16 | left); workers take one by CAS
 //   local_next                     workers: ids handed out while the engine is
@@ -29,6 +30,8 @@
 //                                  ticket's Touch note, last answered its
 //                                  poll (the one-second poll limit, as the
 //                                  ticket ring keeps per ticket)
+//   waited                         workers: when this host last sent a
+//                                  ticket's Wait note
 //
 // The line in the cache. The agent copies the engine's line (ids, nonces,
 // issue times; head first, at most kClusterMirror) into the mirror not in
@@ -73,7 +76,21 @@
 // sees more than the cap. A turn that finds no slot here is held, as any
 // turn that finds no slot, and raises `wanted`, which the agent turns into a
 // larger reservation. Tickets of the first `horizon` ranks may be admitted
-// in any order, hence at most hosts x -cluster-lease inversions.
+// in any order, hence at most hosts x -cluster-lease inversions. A turn whose
+// claim finds no token of this host's admission rate (-admit-rate) sends a
+// Wait note (at most one per ticket every kWaitEveryMs): the engine restarts
+// the turn's clock, so no turn is missed for want of a token here.
+//
+// The reservation's lease. The engine drops a host's reservation once the
+// host has not renewed it for -cluster-lease-ttl, and hands those slots to
+// the others. So the agent publishes with each round `lease_until_ms`: the
+// time SYNC was sent plus half the TTL (the engine's lease began later, so
+// this ends first; the other half lets requests admitted here finish before
+// their slots go elsewhere). Past it, with the agent's state still Up (the
+// agent stopped, or is stuck), every process here takes the engine for away
+// by itself: state() reads Down, and the page semaphore's cap reads the
+// fail-mode share (fail open: cap / hosts last seen; closed: 0; see
+// sharedCapNow), whatever the agent does. Its next round lifts it.
 //
 // Notes to the engine (kClusterNotes entries): Enroll (a ticket issued
 // here), Touch (its holder was seen here: the engine's TTL and first-poll
@@ -139,7 +156,9 @@ enum class ClusterState : uint32_t {
 
 // Touch: its holder came back for the page (a missed ticket returns, once);
 // Keep: its holder is still here (a poll, a stream, a hold), no return.
-enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3, Promote = 4, Revoke = 5, Keep = 6 };
+// Wait: its turn came and its holder is here, but this host's admission rate
+// had no token (the engine restarts the turn's clock).
+enum class NoteKind : uint8_t { Enroll = 1, Touch = 2, Leave = 3, Promote = 4, Revoke = 5, Keep = 6, Wait = 7 };
 
 struct ClusterNoteValue {
   NoteKind kind = NoteKind::Touch;
@@ -176,7 +195,14 @@ struct ClusterRound {
   int64_t horizon = 0;
   int64_t depth = 0;
   int64_t cap = 0;
+  Millis lease_until_ms = 0;  // the reservation is used until then (monotonic ms; 0: no end)
 };
+
+struct ClusterArea;
+// The page semaphore's cap on this host now, of `share` (its cap word): the
+// share while the host's lease holds (or without -cluster), the fail-mode
+// share once it lapsed with the agent's state still Up (the file comment).
+int64_t sharedCapNow(const ClusterArea& area, int64_t share, Millis now);
 
 class ClusterLine final : public Handle, public Line {
  public:
@@ -184,6 +210,7 @@ class ClusterLine final : public Handle, public Line {
   static constexpr Millis kNoteWaitMs = 1'000;
   static constexpr Millis kBlockAgeMs = 500;
   static constexpr Millis kTouchEveryMs = 2'000;
+  static constexpr Millis kWaitEveryMs = 500;
   static constexpr uint64_t kLocalIds = uint64_t{1} << 46;  // ids below are the engine's numbers
   static constexpr uint64_t kMaxId = (uint64_t{1} << 47) - 1;
 
@@ -194,6 +221,7 @@ class ClusterLine final : public Handle, public Line {
   void setGate(LineGate* gate) { gate_ = gate; }
 
   bool enabled() const;
+  // Down also while the agent's state is Up but this host's lease lapsed.
   ClusterState state() const;
   int32_t hosts() const;
   int64_t reserved() const;
@@ -296,6 +324,8 @@ class ClusterLine final : public Handle, public Line {
   bool hasMark(const ClusterMarks& table, uint64_t a, uint64_t b, int64_t unix_s) const;
   // A Touch note, unless this host sent one for the ticket less than kTouchEveryMs ago.
   void touchNote(const TicketCookie& cookie, Millis now);
+  // A Wait note, unless this host sent one for the ticket less than kWaitEveryMs ago.
+  void waitNote(const TicketCookie& cookie, Millis now);
   uint64_t takeNumber();
   // recent: the word for `id`, or 0.
   uint64_t recentWord(uint64_t id) const;

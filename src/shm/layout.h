@@ -64,13 +64,13 @@
 //               entry, history.h); everyone else only reads.
 //   ClusterArea enabled, fail_open and lease by the master (create,
 //               reload); cap by the master, POST /_room/cap and the cluster
-//               agent; the engine's state, hosts, reservation, horizon,
-//               depth, round trips, the mirrors and the marks by the agent;
-//               ticket numbers stored by the agent and taken by CAS by
-//               workers; notes appended by workers and consumed by the agent;
-//               pending, wanted, local_next, recent, touched and polled by
-//               workers (pending reset by the agent). cluster.h has the
-//               word-by-word list.
+//               agent; the engine's state, hosts, reservation and its
+//               lease, horizon, depth, round trips, the mirrors and the marks
+//               by the agent; ticket numbers stored by the agent and taken by
+//               CAS by workers; notes appended by workers and consumed by the
+//               agent; pending, wanted, local_next, recent, touched, polled
+//               and waited by workers (pending reset by the agent). cluster.h
+//               has the word-by-word list.
 //
 // A SIGKILL leaves the words as they were at that instruction: every
 // structure here is laid out so that what a dead worker held is named by its
@@ -96,7 +96,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 14;
+constexpr uint32_t kLayoutVersion = 15;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -450,6 +450,7 @@ struct alignas(64) ClusterArea {
   std::atomic<int64_t> horizon;             // agent: tickets ranked below it may take a slot
   std::atomic<int64_t> depth;               // agent: the engine's line, everyone waiting
   std::atomic<int64_t> refreshed_ms;        // agent: when the mirror was last published (monotonic ms)
+  std::atomic<int64_t> lease_until_ms;      // agent: the reservation is used until then (monotonic ms; 0: no end)
   std::atomic<uint64_t> round_trips;        // agent: engine round trips, ever
   alignas(64) std::atomic<int64_t> pending;       // workers +1 per ticket issued, agent: 0 on publish
   alignas(64) std::atomic<uint64_t> numbers;      // agent stores, workers take by CAS: next << 16 | left
@@ -462,6 +463,7 @@ struct alignas(64) ClusterArea {
   alignas(64) std::atomic<uint64_t> recent[kClusterRecent];  // id << 17 | departed << 16 | seconds (mod 2^16)
   alignas(64) std::atomic<uint64_t> touched[kClusterRecent];  // id << 16 | seconds (mod 2^16) of its last Touch note
   alignas(64) std::atomic<uint64_t> polled[kClusterRecent];   // id << 16 | tenths of a second (mod 2^16) of its last poll
+  alignas(64) std::atomic<uint64_t> waited[kClusterRecent];   // id << 16 | tenths of a second (mod 2^16): last Wait note
   ClusterMarks bans;      // agent: the room's bans in force (P:bans)
   ClusterMarks promoted;  // agent: tickets promoted on any host (P:promoted)
   ClusterMarks revoked;   // agent: sessions the origin ended on any host (P:revoked)

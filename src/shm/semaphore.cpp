@@ -4,7 +4,9 @@
 #include <bit>
 #include <cstdlib>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "shm/cluster.h"
 #include "shm/layout.h"
 #include "shm/worker_slots.h"
 
@@ -49,7 +51,7 @@ bool Semaphore::tryAcquire(WorkerSlot slot) {
   for (int attempt = 0; attempt < kAcquireTries; ++attempt) {
     own.fetch_add(1, std::memory_order_seq_cst);
     const int64_t total = occupancy();
-    const int64_t limit = cap_->load(std::memory_order_seq_cst);
+    const int64_t limit = this->limit();
     if (total <= limit) {
       updateUtilization();
       return true;
@@ -71,7 +73,11 @@ void Semaphore::release(WorkerSlot slot) {
 }
 
 int32_t Semaphore::cap() const {
-  return static_cast<int32_t>(cap_->load(std::memory_order_seq_cst));
+  return static_cast<int32_t>(limit());
+}
+
+int64_t Semaphore::limit() const {
+  return cap_->load(std::memory_order_seq_cst);
 }
 
 int64_t Semaphore::reclaim(WorkerSlot slot) {
@@ -97,6 +103,10 @@ void Semaphore::updateUtilization() {
 PageSemaphore::PageSemaphore(Layout& layout, WorkerSlots& slots)
     : Semaphore(layout, slots, &SlotRecord::page, &layout.header->page_cap, Resource::PageSlot,
                 &layout.header->utilization, "page") {}
+
+int64_t PageSemaphore::limit() const {
+  return sharedCapNow(*layout_->cluster, cap_->load(std::memory_order_seq_cst), monotonicMs());
+}
 
 void PageSemaphore::setCap(int32_t cap) {
   if (cap < 1) cap = 1;  // the API's floor (POST /_room/cap refuses < 1 before this)

@@ -46,7 +46,7 @@ class Semaphore : public Handle {
  public:
   bool tryAcquire(WorkerSlot slot);  // false: occupancy >= cap (the cap may have shrunk)
   void release(WorkerSlot slot);     // wakes this semaphore's waiters
-  int32_t cap() const;
+  int32_t cap() const;               // the bound acquisitions are checked against now (limit())
   int64_t occupancy() const;  // held over every slot
 
  protected:
@@ -55,6 +55,9 @@ class Semaphore : public Handle {
   // `utilization`: the header word to keep smoothed, or null.
   Semaphore(Layout& layout, WorkerSlots& slots, std::atomic<int64_t> SlotRecord::*counter, std::atomic<int64_t>* cap,
             Resource resource, std::atomic<uint64_t>* utilization, const char* name);
+
+  // The bound now: the cap word, unless the semaphore says otherwise.
+  virtual int64_t limit() const;
 
   std::atomic<int64_t>* cap_;
   Resource resource_;
@@ -76,7 +79,9 @@ class PageSemaphore final : public Semaphore {
   void setCap(int32_t cap);
   // With -cluster the cap is this host's share of the global cap, which the
   // cluster agent sets from the engine (shm/cluster.h); 0 is allowed (the
-  // host holds no slot: nobody new goes in here).
+  // host holds no slot: nobody new goes in here). Once the host's lease with
+  // the engine lapsed (the agent stopped renewing it), cap() reads the
+  // fail-mode share instead, whatever the word holds (sharedCapNow).
   void setShare(int32_t share);
 
   // The cap the configuration asked for when the runtime cap was last set by
@@ -87,6 +92,7 @@ class PageSemaphore final : public Semaphore {
  private:
   friend class Segment;
   PageSemaphore(Layout& layout, WorkerSlots& slots);
+  int64_t limit() const override;
 };
 
 }  // namespace concert::shm

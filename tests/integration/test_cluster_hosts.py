@@ -70,7 +70,9 @@ class ClusterHostsTest(unittest.TestCase):
         self.addCleanup(self.redis.close)
 
     def host(self, name, args, **kw):
-        c = Concert(["-upstream", self.origin.url, "-cluster", self.redis.url, "-cluster-lease-ttl", "2s"] + args,
+        # A short claim window: tickets the tests leave behind stop holding the line soon.
+        c = Concert(["-upstream", self.origin.url, "-cluster", self.redis.url, "-cluster-lease-ttl", "2s",
+                     "-claim-window", "2s"] + args,
                     workers=2, admin_token=ADMIN_TOKEN, **kw)
         c.name = name
         self.addCleanup(self.stop_host, c)

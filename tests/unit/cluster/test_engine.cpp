@@ -1,6 +1,7 @@
 // The engine's side of the cluster (cluster/engine.h): key names, the
 // arguments the agent sends and how it reads the answers. The scripts run
-// against a real redis-server in tests/integration/test_cluster.py.
+// against a real redis-server in test_notes.cpp, test_sync.cpp and
+// test_fetch.cpp.
 #include <doctest/doctest.h>
 
 #include "cluster/engine.h"
@@ -42,7 +43,9 @@ Reply syncReply(std::vector<Reply> bans = {}, std::vector<Reply> promoted = {}, 
 TEST_CASE("every key of a room has the room's prefix") {
   for (const std::vector<std::string>& keys : {notesKeys("shop"), syncKeys("shop"), fetchKeys("shop")})
     for (const std::string& key : keys) CHECK(key.rfind("shop:", 0) == 0);
-  CHECK(syncKeys("r").size() == 21);
+  CHECK(syncKeys("r").size() == 22);
+  CHECK(syncKeys("r")[21] == "r:held");
+  CHECK(releaseKeys("r") == std::vector<std::string>{"r:hosts", "r:resv", "r:busy", "r:want", "r:held"});
   CHECK(notesKeys("r").size() == 13);
   CHECK(syncKeys("r")[0] == "r:hosts");
   CHECK(notesKeys("r")[0] == "r:line");
@@ -54,6 +57,7 @@ TEST_CASE("notes go to the engine as one argument each") {
   CHECK(noteArg({shm::NoteKind::Enroll, 42, 1, 5}, true) == "R 42 0000000000000001 5");
   CHECK(noteArg({shm::NoteKind::Touch, 7, 1, 5}) == "T 7");
   CHECK(noteArg({shm::NoteKind::Keep, 7, 1, 5}) == "K 7");
+  CHECK(noteArg({shm::NoteKind::Wait, 7, 1, 5}) == "W 7");
   CHECK(noteArg({shm::NoteKind::Leave, 7, 1, 5}) == "L 7");
   CHECK(noteArg({shm::NoteKind::Promote, 7, 0x10, 1'900'000'000}) == "P 7 0000000000000010 1900000000");
   CHECK(noteArg({shm::NoteKind::Revoke, 0xab, 0xcd, 1'900'000'000}) == "V 00000000000000ab 00000000000000cd 1900000000");
@@ -75,10 +79,11 @@ TEST_CASE("SYNC's arguments are in the script's order, new bans last") {
   r.block = 64;
   r.claim_window_ms = 7'000;
   r.marks_version = 3;
+  r.held = true;
   r.bans = {"00ff:99"};
   const std::vector<std::string> args = syncArgs(r);
   CHECK(args == std::vector<std::string>{"web1:100", "10000", "4", "3", "7", "10", "0", "pause", "1", "", "ab", "64",
-                                         "1000", "7000", "3", "00ff:99"});
+                                         "1000", "7000", "3", "1", "00ff:99"});
 }
 
 TEST_CASE("SYNC's answer is read field by field; anything else is refused") {
