@@ -8,10 +8,10 @@ namespace concert::admission {
 // The built-in waiting page: a template (common/page_template.h) with every
 // placeholder answers.h's renderWaitingPage fills.
 extern const std::string_view kWaitingRoomHtml;
-// The 503 pages for browsers below are made from one template,
-// html/notice.html, each with its own title and text (html/meson.build).
-// The 503 page for browsers when the queue is full (the breaker); this and
-// the other two have {{.Lang}} and {{.Text.NAME}} placeholders.
+// The three 503 pages for browsers below are made from one template,
+// html/notice.html, each with its own title and text (html/meson.build);
+// their only placeholders are {{.Lang}} and {{.Text.NAME}}.
+// The 503 page for browsers when the queue is full (the breaker).
 extern const std::string_view kQueueFullHtml;
 // The 503 page for browsers when a request cannot wait in line: a session
 // held past -session-hold, a form that would queue, a crawler.

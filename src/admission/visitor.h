@@ -8,9 +8,9 @@
 // asks it instead of the request. It lives as long as the request's exchange.
 //
 //   ticket()        room_ticket, decoded (not looked up in the line)
-//   pass()          concert_admit, genuine and unexpired (whoever ended it)
-//   session()       pass(), unless its session was ended here or on another
-//                   host (asked each time: an end may come while it waits)
+//   session()       concert_admit, genuine and unexpired, unless its session
+//                   was ended here or on another host (asked each time: an
+//                   end may come while it waits)
 //   priority()      concert_priority's class, bound to session()'s pass
 //   roomPass()      room_pass as sent (verified by its rule, once spent)
 //   invitation()    ?concert_invite= as sent
@@ -35,8 +35,6 @@ class Visitor {
   Visitor(const AdmissionContext& context, const http::Request& request);
 
   const std::optional<shm::TicketCookie>& ticket() const { return ticket_; }
-  bool presentsPass() const { return admit_.has_value(); }
-  const std::optional<AdmitPass>& pass(int64_t unix_now) const;
   std::optional<AdmitPass> session(int64_t unix_now) const;
   std::optional<int> priority(const AdmitPass& pass, int64_t unix_now) const;
   const std::optional<std::string>& roomPass() const { return room_pass_; }
@@ -44,6 +42,7 @@ class Visitor {
   bool carriesForged(int64_t unix_now) const;
 
  private:
+  const std::optional<AdmitPass>& pass(int64_t unix_now) const;  // genuine and unexpired
   const CheckedPass& checkedPass(int64_t unix_now) const;
   const CheckedPriority& checkedPriority(int64_t unix_now) const;
 

@@ -35,32 +35,6 @@ constexpr size_t kNotesPerRound = 4'096;
 constexpr int64_t kBlockMin = 64;
 constexpr int64_t kBlockMax = 4'096;
 
-Reply convert(const redisReply* r) {
-  Reply out;
-  if (!r) return out;
-  switch (r->type) {
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::Integer;
-      out.integer = r->integer;
-      break;
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::String;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::Error;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::Array;
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
-      break;
-    default: break;
-  }
-  return out;
-}
-
 std::string hex(const uint8_t* bytes, size_t n) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;
@@ -254,7 +228,7 @@ class Agent {
     const int64_t micros = monotonicUs() - pending->sent_us;
     self->segment_.histograms().observe(shm::Histogram::EngineRoundTrip, 0, micros);
     self->cluster_.countRoundTrip();
-    Reply reply = convert(static_cast<redisReply*>(raw));
+    Reply reply = convertReply(static_cast<redisReply*>(raw));
     if (reply.type == Reply::Type::Error && pending->script && reply.str.rfind("NOSCRIPT", 0) == 0) {
       // The engine forgot the script (restarted empty, SCRIPT FLUSH): its text
       // this time, which also loads it again. Replies keep their order, so a

@@ -8,23 +8,13 @@ src/cluster/engine.h, each the text of its file. The bytes are emitted as
 escaped string literals, so any content survives exactly; the text ends
 with its NUL, as Redis takes it (EVAL, SCRIPT LOAD).
 """
+import os
 import sys
 
-
-def literal(data):
-    pieces = []
-    for line in data.splitlines(keepends=True):
-        out = []
-        for b in line:
-            c = chr(b)
-            if c in '"\\':
-                out.append("\\" + c)
-            elif 0x20 <= b < 0x7F:
-                out.append(c)
-            else:
-                out.append("\\%03o" % b)
-        pieces.append('    "%s"' % "".join(out))
-    return "\n".join(pieces) if pieces else '    ""'
+# The byte-exact literal writer the HTML pages are embedded with.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "html"))
+sys.dont_write_bytecode = True  # nothing written into the source tree
+from embed import literal  # noqa: E402
 
 
 def main():
@@ -41,7 +31,7 @@ def main():
             data = f.read()
         if b"\0" in data:
             sys.exit("embed_scripts.py: %s holds a NUL byte" % path)
-        parts.append("const char* const %s =\n%s;\n\n" % (name, literal(data)))
+        parts.append("%sconst char* const %s = %sData;\n\n" % (literal(name, data), name, name))
     parts.append("}  // namespace concert::cluster\n")
     with open(out_path, "w") as f:
         f.write("".join(parts))

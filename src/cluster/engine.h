@@ -100,6 +100,8 @@
 
 #include "shm/cluster.h"
 
+struct redisReply;  // hiredis
+
 namespace concert::cluster {
 
 // KEYS of each script, in order, for room prefix `room`.
@@ -173,6 +175,9 @@ struct Reply {
   std::string str;
   std::vector<Reply> elements;
 };
+
+// hiredis's reply as a Reply (the agent's, and the tests' against a real redis-server).
+Reply convertReply(const redisReply* r);
 
 std::optional<SyncReply> parseSync(const Reply& reply);
 

@@ -105,7 +105,10 @@ PageSemaphore::PageSemaphore(Layout& layout, WorkerSlots& slots)
                 &layout.header->utilization, "page") {}
 
 int64_t PageSemaphore::limit() const {
-  return sharedCapNow(*layout_->cluster, cap_->load(std::memory_order_seq_cst), monotonicMs());
+  const int64_t share = cap_->load(std::memory_order_seq_cst);
+  // One host alone reads no clock here: only a cluster host's share can lapse.
+  if (layout_->cluster->enabled.load(std::memory_order_relaxed) == 0) return share;
+  return sharedCapNow(*layout_->cluster, share, monotonicMs());
 }
 
 void PageSemaphore::setCap(int32_t cap) {

@@ -59,7 +59,9 @@ def pid_namespaces_work():
     return "" if out.stdout.strip() == b"1" else "unshare --pid did not give pid 1: %r" % out.stdout[:200]
 
 
-class ClusterHostsTest(unittest.TestCase):
+class ClusterHostsBase(unittest.TestCase):
+    """A redis-server, one fake origin and the hosts a test starts (test_cluster_rules uses it too)."""
+
     def setUp(self):
         ok, why = redis_available()
         if not ok:
@@ -69,11 +71,12 @@ class ClusterHostsTest(unittest.TestCase):
         self.redis = RedisServer()
         self.addCleanup(self.redis.close)
 
-    def host(self, name, args, **kw):
-        # A short claim window: tickets the tests leave behind stop holding the line soon.
-        c = Concert(["-upstream", self.origin.url, "-cluster", self.redis.url, "-cluster-lease-ttl", "2s",
-                     "-claim-window", "2s"] + args,
-                    workers=2, admin_token=ADMIN_TOKEN, **kw)
+    def host(self, name, args, claim_window="2s", **kw):
+        # A short claim window by default: tickets a test leaves behind stop holding the line soon.
+        base = ["-upstream", self.origin.url, "-cluster", self.redis.url, "-cluster-lease-ttl", "2s"]
+        if claim_window:
+            base += ["-claim-window", claim_window]
+        c = Concert(base + args, workers=2, admin_token=ADMIN_TOKEN, **kw)
         c.name = name
         self.addCleanup(self.stop_host, c)
         c.start()
@@ -91,6 +94,9 @@ class ClusterHostsTest(unittest.TestCase):
                         "the hosts did not all see %d hosts: %s" % (
                             n, [(h.name, stats_or_empty(h).get("cluster_hosts")) for h in hosts]))
 
+    def missed(self, hosts):
+        return sum(stats_or_empty(h).get("missed_turns_total", 0) for h in hosts)
+
     def crowd(self, hosts, n, gate, seconds):
         """n visitors who each ask for /slow (held by the origin until `gate` opens) through the
         waiting room, alternating hosts, for about `seconds`; returns their threads."""
@@ -103,6 +109,8 @@ class ClusterHostsTest(unittest.TestCase):
                            pick=lambda: host, page_timeout=70)
         return [in_thread(visit, k) for k in range(n)]
 
+
+class ClusterHostsTest(ClusterHostsBase):
     def test_two_hosts_with_one_name_and_master_pid_one(self):
         why = pid_namespaces_work()
         if why:

@@ -23,20 +23,9 @@ import threading
 import time
 import unittest
 
-from concert_harness import Concert, wait_for
-from fake_origin import FakeOrigin
-from redis_server import RedisServer, redis_available
+from concert_harness import wait_for
+from test_cluster_hosts import AUTH, ClusterHostsBase, stats_or_empty
 from visitor import Visitor, in_thread
-
-ADMIN_TOKEN = "cluster-admin-token-0123456789"
-AUTH = {"Authorization": "Bearer " + ADMIN_TOKEN}
-
-
-def stats_or_empty(c):
-    try:
-        return c.stats()
-    except (OSError, ValueError):
-        return {}
 
 
 def agent_pid(c):
@@ -45,37 +34,10 @@ def agent_pid(c):
     return int(found[-1]) if found else None
 
 
-class ClusterRulesTest(unittest.TestCase):
-    def setUp(self):
-        ok, why = redis_available()
-        if not ok:
-            self.fail(why)
-        self.origin = FakeOrigin()
-        self.addCleanup(self.origin.stop)
-        self.redis = RedisServer()
-        self.addCleanup(self.redis.close)
-
-    def host(self, name, args):
-        c = Concert(["-upstream", self.origin.url, "-cluster", self.redis.url, "-cluster-lease-ttl", "2s"] + args,
-                    workers=2, admin_token=ADMIN_TOKEN)
-        c.name = name
-        self.addCleanup(c.stop, 10)
-        c.start()
-        return c
-
-    def wait_hosts(self, hosts, n):
-        self.assertTrue(wait_for(lambda: all(stats_or_empty(h).get("cluster_hosts") == n and
-                                             stats_or_empty(h).get("cluster_engine_up") == 1 for h in hosts),
-                                 timeout=20, interval=0.1),
-                        "the hosts did not all see %d hosts: %s" % (
-                            n, [(h.name, stats_or_empty(h).get("cluster_hosts")) for h in hosts]))
-
-    def missed(self, hosts):
-        return sum(stats_or_empty(h).get("missed_turns_total", 0) for h in hosts)
-
+class ClusterRulesTest(ClusterHostsBase):
     def test_a_paused_room_stands_still_on_every_host(self):
         args = ["-cap", "2", "-mode", "pause", "-claim-window", "1s"]
-        a, b = self.host("A", args), self.host("B", args)
+        a, b = self.host("A", args, claim_window=None), self.host("B", args, claim_window=None)
         hosts = [a, b]
         self.wait_hosts(hosts, 2)
         visitors = []
@@ -114,7 +76,7 @@ class ClusterRulesTest(unittest.TestCase):
 
     def test_a_stopped_agent_gives_up_its_share(self):
         args = ["-cap", "4", "-cluster-fail", "closed", "-cluster-lease", "1", "-claim-window", "5s"]
-        a, b = self.host("A", args), self.host("B", args)
+        a, b = self.host("A", args, claim_window=None), self.host("B", args, claim_window=None)
         hosts = [a, b]
         self.wait_hosts(hosts, 2)
         pid = agent_pid(a)

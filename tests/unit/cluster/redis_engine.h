@@ -21,32 +21,6 @@
 
 namespace concert::cluster::testing {
 
-inline Reply convertReply(const redisReply* r) {
-  Reply out;
-  if (!r) return out;
-  switch (r->type) {
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::Integer;
-      out.integer = r->integer;
-      break;
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::String;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::Error;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::Array;
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convertReply(r->element[i]));
-      break;
-    default: break;
-  }
-  return out;
-}
-
 class RedisEngine {
  public:
   RedisEngine() {
