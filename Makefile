@@ -8,7 +8,7 @@ MESON_OPTS ?=
 BUILD_PKGS := g++ make meson ninja-build pkg-config python3 libevent-dev libssl-dev \
               libboost-dev libyaml-cpp-dev nlohmann-json3-dev doctest-dev libbenchmark-dev node-llhttp \
               libjs-chart.js libhiredis-dev
-TEST_PKGS  := curl chromium mandoc procps prometheus redis-server
+TEST_PKGS  := curl chromium mandoc procps prometheus redis-server redis-sentinel
 BENCH_PKGS := wrk haproxy nginx-light apache2-utils linux-perf redis-server
 FUZZ_PKGS  := clang libclang-rt-14-dev
 

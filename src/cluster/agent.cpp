@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "cluster/engine.h"
+#include "cluster/sentinel.h"
 #include "common/child_process.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -30,10 +31,12 @@ namespace {
 
 constexpr Millis kRound = 100;
 constexpr Millis kReconnect = 1'000;
+constexpr Millis kSentinelTimeout = 250;  // each sentinel's, to connect and answer
 constexpr size_t kMaxUnsent = 200'000;
 constexpr size_t kNotesPerRound = 4'096;
 constexpr int64_t kBlockMin = 64;
 constexpr int64_t kBlockMax = 4'096;
+constexpr int64_t kFetchLimit = 16'384;  // tickets one FETCH lists at most
 
 std::string hex(const uint8_t* bytes, size_t n) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -58,7 +61,10 @@ class Agent {
         segment_(*context.segment),
         cluster_(segment_.cluster()),
         host_(hostName(segment_.cluster().hostId())),
-        endpoint_("redis://" + config_.cluster_url.host + ":" + std::to_string(config_.cluster_url.port)),
+        engine_host_(config_.cluster_url.host),
+        engine_port_(config_.cluster_url.port),
+        endpoint_(config_.cluster_url.viaSentinels() ? config_.cluster_url.master
+                                                     : "redis://" + endpointText(engine_host_, engine_port_)),
         hosts_seen_(std::max(1, cluster_.hosts())) {}  // an agent started again keeps what the last one saw
 
   ~Agent() {
@@ -80,13 +86,14 @@ class Agent {
     event_add(tick_, &every);
     events_.push_back(tick_);
     if (cluster_.state() != shm::ClusterState::Up) holdShare();
+    shareAdmitRate();
     connect();
     event_base_dispatch(base_);
     return 0;
   }
 
  private:
-  enum class Call { Select, Load, Notes, Sync, Fetch, Release };
+  enum class Call { Role, Select, Load, Notes, Sync, Fetch, Release };
   struct Pending {
     Agent* agent;
     uint64_t round;
@@ -100,7 +107,8 @@ class Agent {
   // ------------------------------------------------------------ connection
   void connect() {
     next_connect_ = monotonicMs() + kReconnect;
-    redisAsyncContext* ac = redisAsyncConnect(config_.cluster_url.host.c_str(), config_.cluster_url.port);
+    if (config_.cluster_url.viaSentinels() && !findMaster()) return;
+    redisAsyncContext* ac = redisAsyncConnect(engine_host_.c_str(), engine_port_);
     if (!ac || ac->err) {
       goDown(ac ? ac->errstr : "out of memory");
       if (ac) redisAsyncFree(ac);
@@ -115,6 +123,13 @@ class Agent {
     round_deadline_ = monotonicMs() + roundTimeout();  // the connection too must come in time
     in_round_ = true;
     ++round_;
+    // Named by a sentinel: believed once it says it is the master (a replica
+    // the sentinels have not caught up with would refuse every write).
+    if (config_.cluster_url.viaSentinels()) {
+      const char* argv[] = {"ROLE"};
+      const size_t lens[] = {4};
+      send(Call::Role, 1, argv, lens);
+    }
     if (config_.cluster_url.db != 0) {
       const std::string db = std::to_string(config_.cluster_url.db);
       const char* argv[] = {"SELECT", db.c_str()};
@@ -127,6 +142,37 @@ class Agent {
       const size_t lens[] = {6, 4, std::strlen(script)};
       send(Call::Load, 3, argv, lens);
     }
+  }
+
+  // -cluster redis+sentinel://: where the sentinels say the engine is now,
+  // asked before each connection attempt (a failover moves it); a change is
+  // logged once. No sentinel naming it is the engine away.
+  bool findMaster() {
+    const config::ClusterUrl& url = config_.cluster_url;
+    const SentinelAnswer answer = askSentinels(url.sentinels, url.master, kSentinelTimeout);
+    if (!answer.ok) {
+      goDown("no sentinel names " + url.master + ": " + answer.error);
+      return false;
+    }
+    if (answer.host == engine_host_ && answer.port == engine_port_) return true;
+    engine_host_ = answer.host;
+    engine_port_ = answer.port;
+    const std::string address = endpointText(engine_host_, engine_port_);
+    endpoint_ = url.master + " at redis://" + address;
+    LOG_INFO("cluster engine: sentinel names master %s for %s", address.c_str(), url.master.c_str());
+    return true;
+  }
+
+  // ROLE's answer, on a connection to where a sentinel named the engine:
+  // anything but the master's and the rest of the connection's answers (a
+  // replica's refusals) are not heeded, and it is dropped.
+  void checkRole(const Reply& reply) {
+    if (reply.type == Reply::Type::Array && !reply.elements.empty() && reply.elements[0].str == "master") return;
+    ++round_;
+    fail(reply.type == Reply::Type::Error
+             ? "ROLE refused: " + reply.str
+             : "not the master: ROLE says " +
+                   (reply.elements.empty() ? std::string("nothing") : reply.elements[0].str));
   }
 
   static void onConnect(const redisAsyncContext* ac, int status) {
@@ -224,6 +270,11 @@ class Agent {
       event_base_loopexit(self->base_, nullptr);
       return;
     }
+    // Before the round's: the connection's first round began before ROLE was answered.
+    if (pending->call == Call::Role) {
+      if (raw) self->checkRole(convertReply(static_cast<redisReply*>(raw)));
+      return;
+    }
     if (!raw || pending->round != self->round_ || !self->in_round_) return;  // dropped, or a round given up
     const int64_t micros = monotonicUs() - pending->sent_us;
     self->segment_.histograms().observe(shm::Histogram::EngineRoundTrip, 0, micros);
@@ -241,6 +292,7 @@ class Agent {
       return;
     }
     switch (pending->call) {
+      case Call::Role:
       case Call::Select:
       case Call::Load:
       case Call::Release: break;
@@ -278,6 +330,8 @@ class Agent {
   void tick() {
     const Millis now = monotonicMs();
     collectNotes(now);
+    // The engine away, -cluster-fail open: this host's own line moves on.
+    if (cluster_.state() != shm::ClusterState::Up && cluster_.failOpen()) cluster_.publishAway(unplacedLine(), now);
     if (!ac_) {
       if (now >= next_connect_) connect();
       return;
@@ -304,14 +358,28 @@ class Agent {
 
   void collectNotes(Millis now) {
     for (const shm::ClusterNoteValue& note : cluster_.takeNotes(kNotesPerRound, now)) {
-      if (note.kind == shm::NoteKind::Enroll) ++enrolled_;
+      if (note.kind == shm::NoteKind::Enroll) {
+        ++enrolled_;
+        unplaced_.push_back({now, note});
+      }
       unsent_.push_back(noteArg(note));
     }
+    if (unplaced_.size() > shm::kClusterMirror)
+      unplaced_.erase(unplaced_.begin(), unplaced_.end() - static_cast<std::ptrdiff_t>(shm::kClusterMirror));
     while (unsent_.size() > kMaxUnsent) {
       // Touches go first: an enrolment or a departure lost costs a place.
       auto touch = std::find_if(unsent_.begin(), unsent_.end(), [](const std::string& s) { return s[0] == 'T'; });
       unsent_.erase(touch != unsent_.end() ? touch : unsent_.begin());
     }
+  }
+
+  // Tickets issued here that no line read from the engine lists yet, in the
+  // order they were issued.
+  std::vector<shm::ClusterLineEntry> unplacedLine() const {
+    std::vector<shm::ClusterLineEntry> out;
+    out.reserve(unplaced_.size());
+    for (const auto& [at, note] : unplaced_) out.push_back({note.id, note.nonce, note.issued_ms});
+    return out;
   }
 
   void restoreNotes() {
@@ -321,6 +389,7 @@ class Agent {
 
   void startRound() {
     const Millis now = monotonicMs();
+    round_started_ms_ = now;
     in_round_ = true;
     ++round_;
     round_deadline_ = now + roundTimeout();
@@ -329,7 +398,7 @@ class Agent {
       in_flight_.assign(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(n));
       unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(n));
       std::vector<std::string> args = {std::to_string(config_.token_ttl), std::to_string(config_.first_poll_grace),
-                                       epoch_};
+                                       epoch_, std::to_string(config_.max_tickets_per_client)};
       args.insert(args.end(), in_flight_.begin(), in_flight_.end());
       eval(Call::Notes, kNotesScript, notesKeys(config_.cluster_room), args);
     }
@@ -360,6 +429,7 @@ class Agent {
     r.marks_version = marks_version_;
     // A scheduled sale's pre-queue holds the line here (the mode itself is the room's).
     r.held = segment_.modes().mode() == shm::RoomMode::Open && !segment_.modes().lineMoves();
+    r.shuffle = config_.shuffle_prequeue;
     eval(Call::Sync, kSyncScript, syncKeys(config_.cluster_room), syncArgs(r));
   }
 
@@ -411,25 +481,75 @@ class Agent {
       }
     }
     synced_mode_ = sync->mode;
-    if (sync->marks_version != marks_version_) {
-      cluster_.setRemoteBans(sync->bans);
-      cluster_.setPromotions(sync->promoted);
-      cluster_.setRevocations(sync->revoked);
+    if (sync->marks != SyncReply::Marks::None) {
+      takeMarks(*sync);
       marks_version_ = sync->marks_version;
     }
     if (sync->missed > 0) {
       segment_.stats().count(shm::Counter::MissedTurnsTotal, static_cast<uint64_t>(sync->missed));
       LOG_INFO("cluster: %lld turns missed: not taken within the claim window", static_cast<long long>(sync->missed));
     }
+    if (sync->shuffled > 0)
+      LOG_INFO("cluster: pre-queue closed: %lld visitors hold their shuffled places", static_cast<long long>(sync->shuffled));
+    if (sync->removed > 0)
+      LOG_INFO("cluster: %lld tickets of newly banned clients taken out of the line", static_cast<long long>(sync->removed));
     if (sync->reaped > 0)
       LOG_INFO("cluster: %lld tickets abandoned (unseen past -token-ttl or -first-poll-grace)",
                static_cast<long long>(sync->reaped));
     // After a loss the cached line stays until the re-enrolled one is read.
     if (sync->version != version_ && !lost) {
-      eval(Call::Fetch, kFetchScript, fetchKeys(config_.cluster_room), {std::to_string(shm::kClusterMirror)});
+      fetchLine();
       return;
     }
-    finishRound(nullptr);
+    finishRound(nullptr, false);
+  }
+
+  // What changed in the line since this host's copy (fetch.lua).
+  void fetchLine() {
+    eval(Call::Fetch, kFetchScript, fetchKeys(config_.cluster_room),
+         {std::to_string(kFetchLimit), std::to_string(since_order_), std::to_string(version_)});
+  }
+
+  // The room's marks into this host's copy: every list anew, or the changes
+  // since the last round applied to the lists kept here; then the tables in
+  // the segment that changed (expired marks dropped on the way).
+  void takeMarks(const SyncReply& sync) {
+    bool changed[4] = {};
+    if (sync.marks == SyncReply::Marks::Lists) {
+      const std::vector<shm::ClusterMarkValue>* lists[4] = {&sync.bans, &sync.promoted, &sync.revoked, &sync.full};
+      for (size_t i = 0; i < 4; ++i) {
+        marks_[i].clear();
+        for (const shm::ClusterMarkValue& m : *lists[i]) marks_[i][{m.a, m.b}] = m.until;
+        changed[i] = true;
+      }
+    }
+    for (const SyncReply::MarkChange& c : sync.changes) {
+      auto& list = marks_[static_cast<size_t>(c.list)];
+      if (c.mark.until == 0)
+        list.erase({c.mark.a, c.mark.b});
+      else
+        list[{c.mark.a, c.mark.b}] = c.mark.until;
+      changed[static_cast<size_t>(c.list)] = true;
+    }
+    const int64_t now = unixSeconds();
+    for (size_t i = 0; i < 4; ++i) {
+      if (!changed[i]) continue;
+      std::vector<shm::ClusterMarkValue> table;
+      for (auto it = marks_[i].begin(); it != marks_[i].end();) {
+        if (it->second <= now) {
+          it = marks_[i].erase(it);
+          continue;
+        }
+        table.push_back({it->first.first, it->first.second, it->second});
+        ++it;
+      }
+      switch (static_cast<MarkList>(i)) {
+        case MarkList::Bans: cluster_.setRemoteBans(table); break;
+        case MarkList::Promoted: cluster_.setPromotions(table); break;
+        case MarkList::Revoked: cluster_.setRevocations(table); break;
+        case MarkList::Full: cluster_.setFullClients(table); break;
+      }
+    }
   }
 
   void onFetch(const Reply& reply) {
@@ -438,23 +558,54 @@ class Agent {
       fail("engine answered FETCH with something unexpected");
       return;
     }
-    version_ = sync_.version;
-    finishRound(&*fetch);
+    if (fetch->reset) {
+      line_.clear();
+      placed_at_.clear();
+      since_order_ = -1;
+    }
+    for (uint64_t id : fetch->gone) forgetPlace(id);
+    for (const FetchReply::Placed& p : fetch->placed) {
+      forgetPlace(p.entry.id);  // a ticket that moved comes again under its new number
+      const std::pair<int, int64_t> at{sectionRank(p.entry.section), p.order};
+      line_[at] = p.entry;
+      placed_at_[p.entry.id] = at;
+      since_order_ = std::max(since_order_, p.order);
+    }
+    version_ = fetch->version;
+    if (fetch->more) {  // a long line read anew: the rest, in the same round
+      fetchLine();
+      return;
+    }
+    // The line read lists every enrolment this round sent.
+    std::erase_if(unplaced_, [this](const auto& u) { return u.first < round_started_ms_; });
+    std::vector<shm::ClusterLineEntry> head;
+    head.reserve(std::min<size_t>(line_.size(), shm::kClusterMirror));
+    for (auto it = line_.begin(); it != line_.end() && head.size() < shm::kClusterMirror; ++it) head.push_back(it->second);
+    finishRound(&head, line_.size() > head.size());
   }
 
-  void finishRound(const FetchReply* fetch) {
+  // Returned tickets first, then the line, then missed ones (LineSection).
+  static int sectionRank(shm::LineSection section) {
+    return section == shm::LineSection::Returned ? 0 : section == shm::LineSection::Waiting ? 1 : 2;
+  }
+
+  void forgetPlace(uint64_t id) {
+    auto it = placed_at_.find(id);
+    if (it == placed_at_.end()) return;
+    line_.erase(it->second);
+    placed_at_.erase(it);
+  }
+
+  void finishRound(const std::vector<shm::ClusterLineEntry>* head, bool truncated) {
     in_round_ = false;
     shm::ClusterRound& round = sync_.round;
     round.lease_until_ms = leaseEnd();
     const bool was_up = cluster_.state() == shm::ClusterState::Up;
-    const int64_t listed = fetch ? std::count_if(fetch->line.begin(), fetch->line.end(), [](const auto& e) {
-      return e.section == shm::LineSection::Waiting;
-    })
-                                 : 0;
     // The share first: the held requests the publication wakes find their slots.
     segment_.pages().setShare(static_cast<int32_t>(std::clamp<int64_t>(round.reserved, 0, INT32_MAX)));
-    cluster_.publish(round, fetch ? &fetch->line : nullptr, fetch && fetch->depth > listed, monotonicMs());
+    cluster_.publish(round, head, truncated, monotonicMs());
     hosts_seen_ = std::max(1, round.hosts);
+    shareAdmitRate();
     if (!was_up)
       LOG_INFO("cluster engine %s up: %d host(s) share cap %lld; %lld slot(s) reserved here, %lld waiting", endpoint_.c_str(),
                round.hosts, static_cast<long long>(round.cap), static_cast<long long>(round.reserved),
@@ -464,22 +615,27 @@ class Agent {
   // The engine lost the room: the line this host cached goes back in, in its
   // order (every host sends the same one; enrolling is idempotent).
   void reenroll() {
-    std::vector<shm::ClusterLineEntry> line = cluster_.mirrored();
+    // The whole line as last read (the copy in the segment holds only its
+    // head, and perhaps Local tickets, which are still in the notes to send).
     std::vector<std::string> notes;
-    for (const shm::ClusterLineEntry& e : line)
-      notes.push_back(noteArg({shm::NoteKind::Enroll, e.id, e.nonce, e.issued_ms}, true));
+    for (const auto& [at, e] : line_) notes.push_back(noteArg({shm::NoteKind::Enroll, e.id, e.nonce, e.issued_ms}, true));
+    const size_t count = notes.size();
     unsent_.insert(unsent_.begin(), notes.begin(), notes.end());
+    line_.clear();
+    placed_at_.clear();
+    since_order_ = -1;
     version_ = -1;
     marks_version_ = -1;
     sent_bans_.clear();  // the engine lost them too
     LOG_WARN("cluster engine %s lost the room's data: re-enrolling %zu waiting visitors in their order; no new "
              "slots anywhere for %s",
-             endpoint_.c_str(), line.size(), config::goDurationString(config_.cluster_lease_ttl).c_str());
+             endpoint_.c_str(), count, config::goDurationString(config_.cluster_lease_ttl).c_str());
   }
 
   // ------------------------------------------------------------ away
   void goDown(const std::string& why) {
     next_connect_ = std::max(next_connect_, monotonicMs() + kReconnect / 4);
+    version_ = -1;  // back, the line is read again (the copy may hold Local tickets meanwhile)
     const shm::ClusterState before = cluster_.state();
     if (before != shm::ClusterState::Up && down_logged_) {
       holdShare();
@@ -494,6 +650,16 @@ class Agent {
     else
       LOG_ERROR("cluster engine %s unreachable (%s): -cluster-fail closed: no new admissions here", endpoint_.c_str(),
                 why.c_str());
+  }
+
+  // -admit-rate holds for the room: each host meters its part of it, the
+  // rate / hosts last seen (and of the burst, at least one), whether the
+  // engine is up or away. An idle host's part goes unused: the room admits
+  // at most the rate, never more.
+  void shareAdmitRate() {
+    if (config_.admit_interval_ns <= 0) return;
+    segment_.admitRate().configure(config_.admit_interval_ns * hosts_seen_,
+                                   std::max<int64_t>(1, config_.admit_burst_tokens / hosts_seen_), monotonicNs());
   }
 
   // The share while the engine is away (or not reached yet): cap / hosts
@@ -527,7 +693,9 @@ class Agent {
   shm::Segment& segment_;
   shm::ClusterLine& cluster_;
   const std::string host_;
-  const std::string endpoint_;
+  std::string engine_host_;  // where the engine is: -cluster's, or as the sentinels last named it
+  uint16_t engine_port_;
+  std::string endpoint_;  // the engine in the log
   int hosts_seen_;
   event_base* base_ = nullptr;
   event* tick_ = nullptr;
@@ -543,12 +711,17 @@ class Agent {
   Millis next_connect_ = 0;
   std::string failure_;
   std::deque<std::string> unsent_;
+  std::vector<std::pair<Millis, shm::ClusterNoteValue>> unplaced_;  // Enroll notes, when taken
+  Millis round_started_ms_ = 0;
   std::vector<std::string> in_flight_;
   SyncReply sync_;
   Millis sync_sent_ms_ = 0;  // when the last answered SYNC was sent (monotonic)
   std::map<const char*, std::string> shas_;
   std::string epoch_;
-  int64_t version_ = -1;
+  int64_t version_ = -1;      // P:ver as the copy below reflects it (-1: none)
+  int64_t since_order_ = -1;  // the last place number in it
+  std::map<std::pair<int, int64_t>, shm::ClusterLineEntry> line_;  // the room's line: (section, number) -> ticket
+  std::map<uint64_t, std::pair<int, int64_t>> placed_at_;          // id -> its key in line_
   int64_t marks_version_ = -1;
   uint32_t pushing_ = 0;  // what this round pushes because a reload asked (ClusterLine::pendingPush)
   int64_t synced_cap_ = 0;
@@ -559,6 +732,7 @@ class Agent {
   int64_t block_size_ = kBlockMin;
   Millis block_at_ = -shm::ClusterLine::kBlockAgeMs;
   std::map<std::string, int64_t> sent_bans_;
+  std::map<std::pair<uint64_t, uint64_t>, int64_t> marks_[4];  // the room's marks by MarkList: (a, b) -> end
 };
 
 }  // namespace

@@ -10,9 +10,12 @@
 //   2. SYNC: renew the host's lease and report what it has in flight and
 //      whether a request found no slot; send the bans that began here; get
 //      its share of the cap, the line's figures, cap and mode, the room's
-//      bans, promotions and ended sessions (when they changed), a block of
-//      ticket numbers when the old one runs low or grows old
-//   3. FETCH the line's head, when it moved since the last round
+//      bans, promotions, ended sessions and full clients (only what changed
+//      since this host's copy), a block of ticket numbers when the old one
+//      runs low or grows old
+//   3. FETCH, when the line moved since the last round: who left it and who
+//      was placed in it since this host's copy (the agent keeps the whole
+//      line; a copy too old, or none, is read anew, a page at a time)
 // and then publishes what it learnt into the segment: the page semaphore's
 // cap becomes the host's share, until half the lease TTL after that SYNC was
 // sent (past it, workers fall back to the fail-mode share on their own:
@@ -22,8 +25,10 @@
 //
 // A round not answered within kRoundTimeout (or a connection that fails)
 // takes the engine for away: the connection is dropped, the host goes Down
-// (-cluster-fail open: its share becomes cap / hosts last seen; closed: 0)
-// and the agent reconnects every kReconnect. Notes taken meanwhile are kept
+// (-cluster-fail open: its share becomes cap / hosts last seen, and every
+// tick moves this host's own line, ClusterLine::publishAway; closed: 0)
+// and the agent reconnects every kReconnect. Each host meters -admit-rate ÷
+// hosts last seen. Notes taken meanwhile are kept
 // (up to kMaxUnsent; touches are dropped first) and sent once it is back;
 // if the engine lost the room (a new epoch), the agent re-enrolls the line it
 // cached, in its order. Each change of state is logged once.

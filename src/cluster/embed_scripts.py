@@ -7,14 +7,34 @@ Writes a C++ file defining the `const char* const` constants declared in
 src/cluster/engine.h, each the text of its file. The bytes are emitted as
 escaped string literals, so any content survives exactly; the text ends
 with its NUL, as Redis takes it (EVAL, SCRIPT LOAD).
+
+A line `-- #include "NAME.lua"` stands for the whole text of that file (in
+the script's folder): what two scripts share is written once (Redis runs
+each script alone, with nothing loaded beside it).
 """
 import os
+import re
 import sys
 
 # The byte-exact literal writer the HTML pages are embedded with.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "html"))
 sys.dont_write_bytecode = True  # nothing written into the source tree
 from embed import literal  # noqa: E402
+
+
+INCLUDE = re.compile(rb'^-- #include "([\w.]+)"$', re.M)
+
+
+def expand(path):
+    """The script's text with its includes put in."""
+    with open(path, "rb") as f:
+        data = f.read()
+    folder = os.path.dirname(path)
+
+    def include(m):
+        with open(os.path.join(folder, m.group(1).decode()), "rb") as f:
+            return f.read().rstrip(b"\n")
+    return INCLUDE.sub(include, data)
 
 
 def main():
@@ -27,8 +47,7 @@ def main():
              "namespace concert::cluster {\n\n"]
     for arg in args[1:]:
         name, path = arg.split("=", 1)
-        with open(path, "rb") as f:
-            data = f.read()
+        data = expand(path)
         if b"\0" in data:
             sys.exit("embed_scripts.py: %s holds a NUL byte" % path)
         parts.append("%sconst char* const %s = %sData;\n\n" % (literal(name, data), name, name))

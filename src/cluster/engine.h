@@ -23,7 +23,14 @@
 //                     Nobody is ever placed ahead of a ticket in line, so a
 //                     position never grows; a re-enrolment after a loss goes
 //                     in the order of the line the host cached.
-//   P:tix    hash     id -> "nonce:issued" (nonce 16 hex digits, issued Unix ms)
+//   P:tix    hash     id -> "nonce:issued" or "nonce:issued:client" (nonce 16
+//                     hex digits, issued Unix ms, the holder's client key 32
+//                     hex digits)
+//   P:clients hash    client key -> its tickets in P:tix (those enrolled with one)
+//   P:full   zset     client key -> Unix s: clients that hold
+//                     -max-tickets-per-client tickets in line (any host's):
+//                     no host issues them another, and the engine enrolls
+//                     none, until one of theirs leaves (or the mark's end)
 //   P:back   zset     tickets that missed their turn and whose holder came
 //                     back: id -> order of return. They go first when a slot
 //                     frees, ahead of the line (as Returned tickets on one host)
@@ -62,6 +69,9 @@
 //                     turns come as slots free across the room (the horizon)
 //   P:held   hash     host -> 1 while a scheduled sale's pre-queue holds that
 //                     host's line; dropped with the host's lease
+//   P:pre    set      tickets enrolled while P:held had a member: when the
+//                     line moves again they are placed anew, in a random
+//                     order with -shuffle-prequeue (SYNC)
 //   P:bans   zset     client key (32 hex digits) -> ban end (Unix s); expired
 //                     members are dropped by SYNC
 //   P:promoted zset   "id:nonce" (nonce 16 hex digits) -> the promotion's end
@@ -70,9 +80,21 @@
 //                     reaches. Expired members are dropped by SYNC.
 //   P:revoked zset    "a:b" (a pass id's two words, 16 hex digits each) -> the
 //                     end (Unix s) of a session the origin ended on any host
-//   P:marks  integer  raised whenever P:bans, P:promoted or P:revoked gains a
-//                     member: SYNC sends the three lists only to a host whose
-//                     copy is older
+//   P:marks  integer  raised whenever P:bans, P:promoted, P:revoked or P:full
+//                     changes: SYNC sends marks only to a host whose copy is
+//                     older, and then only the changes since (P:marklog) when
+//                     the log still holds them all, else the four lists
+//   P:gone   list     "version id" per departure from the line (admitted,
+//                     left, reaped, banned, a returned ticket's second miss),
+//                     under the line's version it made, the last 16,384:
+//                     FETCH tells a host who left since its copy
+//   P:gonefloor string the version of the last entry P:gone dropped: a copy
+//                     older than it is read anew
+//   P:marklog list    "version list member score" per change of a list of
+//                     marks (list: b, p, r, f; score "-": taken off), the
+//                     last 4,096
+// A ban that reaches the engine takes the client's tickets out of the line
+// (SYNC), whichever host issued them.
 //
 // Times are the engine's clock (TIME), so hosts' clocks never meet, except
 // the issue time of a ticket and a ban's end, which are only shown or
@@ -147,9 +169,13 @@ struct SyncRequest {
   int64_t claim_window_ms = 10'000;  // -claim-window
   int64_t marks_version = -1;        // P:marks as this host last read it (-1: never)
   bool held = false;                 // a scheduled sale's pre-queue holds this host's line
+  bool shuffle = false;              // -shuffle-prequeue: its tickets go in in a random order
   std::vector<std::string> bans;  // bans that began here: "key:until" (32 hex digits, Unix s)
 };
 std::vector<std::string> syncArgs(const SyncRequest& request);
+
+// The engine's lists of marks (P:bans, P:promoted, P:revoked, P:full).
+enum class MarkList { Bans, Promoted, Revoked, Full };
 
 // What SYNC answers.
 struct SyncReply {
@@ -165,6 +191,17 @@ struct SyncReply {
   std::vector<shm::ClusterMarkValue> bans;      // every ban in force: the client key's words, end (Unix s)
   std::vector<shm::ClusterMarkValue> promoted;  // promotions: ticket, nonce, end (Unix s)
   std::vector<shm::ClusterMarkValue> revoked;   // ended sessions: the pass id's words, end (Unix s)
+  std::vector<shm::ClusterMarkValue> full;      // clients at -max-tickets-per-client: the key's words, end
+  int64_t removed = 0;                          // tickets of newly banned clients taken out this round
+  int64_t shuffled = 0;                         // a pre-queue closed: its tickets placed in a random order
+  // How the marks came: not at all (the host's copy is current), as the four
+  // lists above (every mark in force), or as the changes since the host's copy.
+  enum class Marks { None, Lists, Changes } marks = Marks::None;
+  struct MarkChange {
+    MarkList list;
+    shm::ClusterMarkValue mark;  // until 0: the mark was taken off
+  };
+  std::vector<MarkChange> changes;  // in the order they were made
 };
 
 // A reply as a tree of strings and integers, as hiredis delivers it (the
@@ -181,11 +218,19 @@ Reply convertReply(const redisReply* r);
 
 std::optional<SyncReply> parseSync(const Reply& reply);
 
-// FETCH: the line's length, and the tickets in turn order: returned ones,
-// then the line's head, then missed ones (ids, nonces, issue times).
+// FETCH: what changed in the line since the host's copy: who left, and the
+// tickets placed after the last place number the host has (fetch.lua).
 struct FetchReply {
-  int64_t depth = 0;  // P:line's length
-  std::vector<shm::ClusterLineEntry> line;
+  int64_t version = 0;  // P:ver: the line's version the copy reflects once this is applied
+  int64_t depth = 0;    // P:line's length
+  bool reset = false;   // the host's copy was too old: start from an empty one
+  bool more = false;    // tickets placed after the last listed remain
+  std::vector<uint64_t> gone;
+  struct Placed {
+    shm::ClusterLineEntry entry;  // id, nonce, issued, section
+    int64_t order = 0;            // its place number (P:order)
+  };
+  std::vector<Placed> placed;  // in place order
 };
 std::optional<FetchReply> parseFetch(const Reply& reply);
 

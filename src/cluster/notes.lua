@@ -4,8 +4,15 @@
 -- host knew: it lost the room, and the host's next SYNC learns so and
 -- re-enrolls the old line before these notes.
 --
--- One note per argument after the first three:
---   E id nonce issued   enroll (nothing if the ticket is in line already)
+-- One note per argument after the first four:
+--   E id nonce issued [client]
+--                       enroll (nothing if the ticket is in line already);
+--                       client: the holder's key (32 hex digits). A client
+--                       that holds -max-tickets-per-client tickets in line
+--                       already, enrolled by any host, gets no other: the
+--                       ticket is not enrolled (its host finds it gone), and
+--                       the client is marked full (P:full) so every host
+--                       refuses it a ticket until one of its tickets leaves
 --   R id nonce issued   re-enroll after a loss (deadline from the TTL)
 --   T id                touch: its holder asked for the page (a missed turn returns, once)
 --   K id                keep: its holder is still here (a poll, a stream, a hold)
@@ -28,11 +35,19 @@ local epoch_key = KEYS[10]     -- P:epoch
 local promoted_key = KEYS[11]  -- P:promoted
 local revoked_key = KEYS[12]   -- P:revoked
 local marks_key = KEYS[13]     -- P:marks
+local clients_key = KEYS[14]   -- P:clients
+local full_key = KEYS[15]      -- P:full
+local marklog_key = KEYS[16]   -- P:marklog
+local gone_key = KEYS[17]      -- P:gone
+local floor_key = KEYS[18]     -- P:gonefloor
+local held_key = KEYS[19]      -- P:held
+local pre_key = KEYS[20]       -- P:pre
 
 local ttl = tonumber(ARGV[1])    -- -token-ttl, ms
 local grace = tonumber(ARGV[2])  -- -first-poll-grace, ms
 local known_epoch = ARGV[3]      -- the epoch the host knows ('' = none yet)
-local first_note = 4
+local per_client = tonumber(ARGV[4])  -- -max-tickets-per-client (0: unlimited)
+local first_note = 5
 
 -- Ticket numbers at and above this are a host's own (ClusterLine::kLocalIds):
 -- they never raise the engine's counter.
@@ -47,21 +62,48 @@ local function listed(id)
          redis.call('ZSCORE', missed_key, id)
 end
 
+-- #include "departures.lua"
+
+-- A client's tickets in line, and whether it may have another.
+local function full(client)
+  return per_client > 0 and tonumber(redis.call('HGET', clients_key, client) or '0') >= per_client
+end
+
+-- A client marked full keeps the mark for a token TTL unless a ticket of its
+-- leaves first (sync.lua takes it off then).
+local function markFull(client)
+  local ends = math.floor((now + ttl) / 1000) + 1
+  redis.call('ZADD', full_key, ends, client)
+  logMark('f', client, ends)
+end
+
+local held = redis.call('HLEN', held_key) > 0
 local changed = 0
 for i = first_note, #ARGV do
-  local kind, id, nonce, issued = string.match(ARGV[i], '^(%a) (%x+) ?(%x*) ?(%d*)$')
+  local kind, id, nonce, issued, client = string.match(ARGV[i], '^(%a) (%x+) ?(%x*) ?(%d*) ?(%x*)$')
   if kind == 'E' or kind == 'R' then
-    if not listed(id) then
+    if not listed(id) and client ~= '' and full(client) then
+      markFull(client)
+    elseif not listed(id) then
       local n = tonumber(id)
       if n < LOCAL_IDS and n > tonumber(redis.call('GET', seq_key) or '0') then redis.call('SET', seq_key, id) end
       redis.call('ZADD', line_key, redis.call('INCR', order_key), id)
-      redis.call('HSET', tix_key, id, nonce .. ':' .. issued)
+      if client ~= '' then
+        redis.call('HSET', tix_key, id, nonce .. ':' .. issued .. ':' .. client)
+        redis.call('HINCRBY', clients_key, client, 1)
+        if full(client) then markFull(client) end
+      else
+        redis.call('HSET', tix_key, id, nonce .. ':' .. issued)
+      end
       redis.call('ZADD', seen_key, now + (kind == 'E' and grace or ttl), id)
+      -- enrolled while a sale's pre-queue holds the line: shuffled when it closes (sync.lua)
+      if held then redis.call('SADD', pre_key, id) end
       changed = changed + 1
     end
   elseif kind == 'P' or kind == 'V' then
-    redis.call('ZADD', kind == 'P' and promoted_key or revoked_key, 'GT', issued, id .. ':' .. nonce)
-    redis.call('INCR', marks_key)
+    local key, member = kind == 'P' and promoted_key or revoked_key, id .. ':' .. nonce
+    redis.call('ZADD', key, 'GT', issued, member)
+    logMark(kind == 'P' and 'p' or 'r', member, redis.call('ZSCORE', key, member))
   elseif kind == 'T' or kind == 'K' or kind == 'W' then
     if kind == 'T' and redis.call('ZSCORE', missed_key, id) then
       -- it missed its turn and its holder is back for the page: ahead of the line
@@ -77,7 +119,7 @@ for i = first_note, #ARGV do
     end
   elseif kind == 'L' then
     if redis.call('ZREM', line_key, id) + redis.call('ZREM', back_key, id) + redis.call('ZREM', missed_key, id) > 0 then
-      redis.call('HDEL', tix_key, id)
+      forget(id)
       redis.call('ZREM', seen_key, id)
       redis.call('ZREM', ready_key, id)
       changed = changed + 1

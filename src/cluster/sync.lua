@@ -1,7 +1,8 @@
 -- SYNC: one host's round with the engine (engine.h has the keys and what
 -- each holds). Renews the host's lease and takes its share of the cap; reaps
--- abandoned tickets; marks turns and missed turns by the room's rules; answers
--- the line's figures, cap and mode, bans, a block of numbers.
+-- abandoned tickets; marks turns and missed turns by the room's rules; takes
+-- a newly banned client's tickets out of the line; answers the line's
+-- figures, cap and mode, bans and the other marks, a block of numbers.
 
 local hosts_key = KEYS[1]      -- P:hosts
 local resv_key = KEYS[2]       -- P:resv
@@ -25,6 +26,12 @@ local revoked_key = KEYS[19]   -- P:revoked
 local marks_key = KEYS[20]     -- P:marks
 local want_key = KEYS[21]      -- P:want
 local held_key = KEYS[22]      -- P:held
+local clients_key = KEYS[23]   -- P:clients
+local full_key = KEYS[24]      -- P:full
+local marklog_key = KEYS[25]   -- P:marklog
+local gone_key = KEYS[26]      -- P:gone
+local floor_key = KEYS[27]     -- P:gonefloor
+local pre_key = KEYS[28]       -- P:pre
 
 local host = ARGV[1]                    -- this host's name in P:hosts
 local ttl = tonumber(ARGV[2])           -- -cluster-lease-ttl, ms
@@ -42,7 +49,8 @@ local reap_limit = tonumber(ARGV[13])   -- tickets reaped at most per round
 local claim_window = tonumber(ARGV[14]) -- -claim-window, ms
 local host_marks = ARGV[15]             -- P:marks as the host last read it
 local host_held = ARGV[16] == '1'       -- a scheduled sale's pre-queue holds this host's line
-local first_ban = 17                    -- then "key:until" per ban that began on this host
+local shuffle = ARGV[17] == '1'         -- -shuffle-prequeue
+local first_ban = 18                    -- then "key:until" per ban that began on this host
 
 -- A host whose request found no slot within this long shares the free slots.
 local WANT_MS = 500
@@ -54,6 +62,18 @@ local EVERYONE_MAX = 16384
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- #include "departures.lua"
+
+-- A ticket leaves the line, wherever it stands.
+local function drop(id)
+  redis.call('ZREM', line_key, id)
+  redis.call('ZREM', back_key, id)
+  redis.call('ZREM', missed_key, id)
+  redis.call('ZREM', ready_key, id)
+  redis.call('ZREM', seen_key, id)
+  forget(id)
+end
 
 -- The room's identity; a host that knew another one learns the engine lost it,
 -- and for one lease TTL no host takes slots beyond what it has in flight.
@@ -150,16 +170,36 @@ else
 end
 if in_grace then horizon = 0 end
 
+-- A scheduled sale's pre-queue closes: the tickets enrolled while it held
+-- the line (P:pre) take their places in a random order (-shuffle-prequeue),
+-- each under a new place number, so behind everyone placed before them and
+-- ahead of everyone after; their holders were shown no position meanwhile.
+-- The random order is drawn from this round's fresh epoch word.
+local shuffled = 0
+if not still and redis.call('SCARD', pre_key) > 0 then
+  if shuffle then
+    local ids = {}
+    for _, id in ipairs(redis.call('SMEMBERS', pre_key)) do
+      local place = redis.call('ZSCORE', line_key, id)
+      if place then ids[#ids + 1] = {id, tonumber(place)} end
+    end
+    table.sort(ids, function(x, y) return x[2] < y[2] end)
+    math.randomseed(tonumber(string.sub(new_epoch, 1, 8), 16) or 1)
+    for i = #ids, 2, -1 do
+      local j = math.random(i)
+      ids[i], ids[j] = ids[j], ids[i]
+    end
+    for _, p in ipairs(ids) do redis.call('ZADD', line_key, redis.call('INCR', order_key), p[1]) end
+    shuffled = #ids
+  end
+  redis.call('DEL', pre_key)
+end
+
 -- Tickets unseen past their deadline leave, wherever they stand.
 local changed = 0
 local reaped = redis.call('ZRANGEBYSCORE', seen_key, '-inf', now, 'LIMIT', 0, reap_limit)
 for _, id in ipairs(reaped) do
-  redis.call('ZREM', line_key, id)
-  redis.call('ZREM', back_key, id)
-  redis.call('ZREM', missed_key, id)
-  redis.call('ZREM', ready_key, id)
-  redis.call('HDEL', tix_key, id)
-  redis.call('ZREM', seen_key, id)
+  drop(id)
   changed = changed + 1
 end
 
@@ -190,7 +230,7 @@ else
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', ready_key, '-inf', now - claim_window)) do
     redis.call('ZREM', ready_key, id)
     if redis.call('ZREM', back_key, id) > 0 then
-      redis.call('HDEL', tix_key, id)
+      forget(id)
       redis.call('ZREM', seen_key, id)
       missed = missed + 1
     elseif redis.call('ZREM', line_key, id) > 0 then
@@ -199,27 +239,58 @@ else
     end
   end
 end
-if changed + missed > 0 then redis.call('INCR', ver_key) end
+
+-- Bans that began on this host. A new ban takes the client's tickets out of
+-- the line, whichever host issued them (each ticket's client is in P:tix).
+local banned, bans = {}, 0
+for i = first_ban, #ARGV do
+  local key, untils = string.match(ARGV[i], '^(%x+):(%d+)$')
+  if key and tonumber(untils) > tonumber(redis.call('ZSCORE', bans_key, key) or '0') then
+    redis.call('ZADD', bans_key, untils, key)
+    logMark('b', key, untils)
+    banned[key] = true
+    bans = bans + 1
+  end
+end
+local removed = 0
+if bans > 0 then
+  local flat = redis.call('HGETALL', tix_key)
+  for i = 1, #flat, 2 do
+    local client = string.match(flat[i + 1], '^%x+:%d+:(%x+)$')
+    if client and banned[client] then
+      drop(flat[i])
+      removed = removed + 1
+    end
+  end
+end
+if changed + missed + removed + shuffled > 0 then redis.call('INCR', ver_key) end
 
 -- A block of ticket numbers.
 local first = 0
 if block > 0 then first = redis.call('INCRBY', seq_key, block) - block + 1 end
 
--- Bans that began on this host.
-for i = first_ban, #ARGV do
-  local key, untils = string.match(ARGV[i], '^(%x+):(%d+)$')
-  if key and tonumber(untils) > tonumber(redis.call('ZSCORE', bans_key, key) or '0') then
-    redis.call('ZADD', bans_key, untils, key)
-    redis.call('INCR', marks_key)
-  end
-end
--- Bans, promotions and ended sessions: every one in force, when they changed.
+-- Bans, promotions, ended sessions and full clients, when they changed since
+-- the host's copy: only the changes when the log still holds them all
+-- (marks_sent 2), else every mark in force (1). Expired marks are dropped
+-- here and by each host on its own (each carries its end).
 local marks = tonumber(redis.call('GET', marks_key) or '0')
-local lists = {{}, {}, {}}
-for i, key in ipairs({bans_key, promoted_key, revoked_key}) do
+local lists, changes, marks_sent = {{}, {}, {}, {}}, {}, 0
+for _, key in ipairs({bans_key, promoted_key, revoked_key, full_key}) do
   redis.call('ZREMRANGEBYSCORE', key, '-inf', math.floor(now / 1000))
-  if tostring(marks) ~= host_marks then lists[i] = redis.call('ZRANGE', key, 0, MARKS_MAX - 1, 'WITHSCORES') end
+end
+if tostring(marks) ~= host_marks then
+  local since = tonumber(host_marks) or -1
+  local oldest = tonumber(string.match(redis.call('LINDEX', marklog_key, 0) or '', '^(%d+)') or '-1')
+  if since >= 0 and since < marks and oldest >= 0 and oldest <= since + 1 then
+    changes = redis.call('LRANGE', marklog_key, since - marks, -1)
+    marks_sent = 2
+  else
+    for i, key in ipairs({bans_key, promoted_key, revoked_key, full_key}) do
+      lists[i] = redis.call('ZRANGE', key, 0, MARKS_MAX - 1, 'WITHSCORES')
+    end
+    marks_sent = 1
+  end
 end
 return {grant, hosts, horizon, redis.call('ZCARD', line_key) + redis.call('ZCARD', back_key),
         tonumber(redis.call('GET', ver_key) or '0'), cap, mode, epoch, lost, first, #reaped, missed, marks,
-        lists[1], lists[2], lists[3]}
+        lists[1], lists[2], lists[3], lists[4], removed, marks_sent, changes, shuffled}

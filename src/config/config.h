@@ -26,11 +26,20 @@ struct PathRule {
 };
 using PathList = std::vector<PathRule>;
 
-// -cluster: redis://host:port[/db] (parse.h: parseClusterUrl).
+// -cluster: redis://host:port[/db] or
+// redis+sentinel://host:port,host:port,.../master[/db] (parse.h:
+// parseClusterUrl).
+struct ClusterEndpoint {
+  std::string host;  // a name or an address, IPv6 without brackets
+  uint16_t port = 0;
+};
 struct ClusterUrl {
-  std::string host;  // "" = off
+  std::string host;  // redis://: the engine; "" = off, or asked of the sentinels
   uint16_t port = 6379;
   int db = 0;
+  std::vector<ClusterEndpoint> sentinels;  // redis+sentinel://: whom to ask for the engine, in order
+  std::string master;                      // redis+sentinel://: the name the sentinels monitor it by
+  bool viaSentinels() const { return !sentinels.empty(); }
 };
 
 struct Upstream {

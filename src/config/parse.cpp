@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 namespace concert::config {
 
@@ -403,11 +404,94 @@ Parsed<AdmitRateSpec> parseAdmitRate(std::string_view text) {
   return Parsed<AdmitRateSpec>{spec, {}};
 }
 
+namespace {
+
+// A decimal from 0 to `max` (at most five digits); -1 otherwise.
+int64_t smallNumber(std::string_view digits, int64_t max) {
+  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return -1;
+  int64_t n = std::stoll(std::string(digits));
+  return n > max ? -1 : n;
+}
+
+// "host", "host:port", "[v6]" or "[v6]:port", the port 1 to 65535 or
+// `default_port` when not given; nullopt when malformed.
+std::optional<ClusterEndpoint> parseEndpoint(std::string_view text, uint16_t default_port) {
+  std::string_view host = text, port;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = text.substr(1, close - 1);
+    std::string_view after = text.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':' || after.size() == 1) return std::nullopt;
+      port = after.substr(1);
+    }
+  } else if (size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (port.empty()) return std::nullopt;
+  }
+  if (host.empty() || host.find_first_of(" @/?#,") != std::string_view::npos) return std::nullopt;
+  ClusterEndpoint out{std::string(host), default_port};
+  if (!port.empty()) {
+    int64_t p = smallNumber(port, 65535);
+    if (p < 1) return std::nullopt;
+    out.port = static_cast<uint16_t>(p);
+  }
+  return out;
+}
+
+// redis+sentinel://host:port,host:port,.../master[/db] (the part after the scheme).
+Parsed<ClusterUrl> parseSentinelUrl(std::string_view rest) {
+  const std::string usage =
+      "must be redis+sentinel://host:port,host:port,.../master[/db], e.g. "
+      "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/mymaster";
+  ClusterUrl url;
+  const size_t slash = rest.find('/');
+  const std::string_view hosts = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+  if (hosts.empty()) return Parsed<ClusterUrl>::fail(usage + " (no sentinel listed)");
+  for (size_t from = 0; from <= hosts.size();) {
+    size_t comma = std::min(hosts.find(',', from), hosts.size());
+    std::optional<ClusterEndpoint> sentinel = parseEndpoint(hosts.substr(from, comma - from), 26379);
+    if (!sentinel)
+      return Parsed<ClusterUrl>::fail(usage + " (\"" + std::string(hosts.substr(from, comma - from)) +
+                                      "\" is not a host with a port from 1 to 65535)");
+    url.sentinels.push_back(std::move(*sentinel));
+    from = comma + 1;
+  }
+  std::string_view db;
+  if (size_t second = path.find('/'); second != std::string_view::npos) {
+    db = path.substr(second + 1);
+    path = path.substr(0, second);
+    if (db.empty()) return Parsed<ClusterUrl>::fail(usage + " (db 0 to 15)");
+  }
+  if (path.empty()) return Parsed<ClusterUrl>::fail(usage + " (no master name after the sentinels)");
+  for (char c : path)
+    if (static_cast<unsigned char>(c) <= ' ' || std::string_view("@?#,").find(c) != std::string_view::npos)
+      return Parsed<ClusterUrl>::fail(usage + " (the master name is one word)");
+  url.master = std::string(path);
+  if (!db.empty()) {
+    int64_t d = smallNumber(db, 15);
+    if (d < 0) return Parsed<ClusterUrl>::fail(usage + " (db 0 to 15)");
+    url.db = static_cast<int>(d);
+  }
+  return Parsed<ClusterUrl>{url, {}};
+}
+
+}  // namespace
+
 Parsed<ClusterUrl> parseClusterUrl(std::string_view text) {
   ClusterUrl url;
   if (text.empty()) return Parsed<ClusterUrl>{url, {}};
-  const std::string usage = "must be redis://host:port[/db], e.g. redis://10.0.0.5:6379/0";
+  const std::string usage =
+      "must be redis://host:port[/db], e.g. redis://10.0.0.5:6379/0, or "
+      "redis+sentinel://host:port,host:port,.../master[/db]";
   constexpr std::string_view kScheme = "redis://";
+  constexpr std::string_view kSentinelScheme = "redis+sentinel://";
+  if (text.substr(0, kSentinelScheme.size()) == kSentinelScheme)
+    return parseSentinelUrl(text.substr(kSentinelScheme.size()));
   if (text.substr(0, kScheme.size()) != kScheme) return Parsed<ClusterUrl>::fail(usage);
   std::string_view rest = text.substr(kScheme.size());
   std::string_view db;
@@ -415,37 +499,12 @@ Parsed<ClusterUrl> parseClusterUrl(std::string_view text) {
     db = rest.substr(slash + 1);
     rest = rest.substr(0, slash);
   }
-  std::string_view host = rest, port;
-  if (!rest.empty() && rest.front() == '[') {
-    size_t close = rest.find(']');
-    if (close == std::string_view::npos) return Parsed<ClusterUrl>::fail(usage);
-    host = rest.substr(1, close - 1);
-    std::string_view after = rest.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return Parsed<ClusterUrl>::fail(usage);
-      port = after.substr(1);
-      if (port.empty()) return Parsed<ClusterUrl>::fail(usage);
-    }
-  } else if (size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-    host = rest.substr(0, colon);
-    port = rest.substr(colon + 1);
-    if (port.empty()) return Parsed<ClusterUrl>::fail(usage);
-  }
-  if (host.empty() || host.find_first_of(" @/?#") != std::string_view::npos) return Parsed<ClusterUrl>::fail(usage);
-  auto number = [](std::string_view digits, int64_t max) -> int64_t {
-    if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string_view::npos)
-      return -1;
-    int64_t n = std::stoll(std::string(digits));
-    return n > max ? -1 : n;
-  };
-  url.host = std::string(host);
-  if (!port.empty()) {
-    int64_t p = number(port, 65535);
-    if (p < 1) return Parsed<ClusterUrl>::fail(usage);
-    url.port = static_cast<uint16_t>(p);
-  }
+  std::optional<ClusterEndpoint> engine = parseEndpoint(rest, 6379);
+  if (!engine) return Parsed<ClusterUrl>::fail(usage);
+  url.host = std::move(engine->host);
+  url.port = engine->port;
   if (!db.empty()) {
-    int64_t d = number(db, 15);
+    int64_t d = smallNumber(db, 15);
     if (d < 0) return Parsed<ClusterUrl>::fail(usage + " (db 0 to 15)");
     url.db = static_cast<int>(d);
   }

@@ -105,7 +105,11 @@ Parsed<int64_t> parseRfc3339Ms(std::string_view text);
 
 // -cluster: "redis://host:port[/db]" (port 1 to 65535, default 6379; db 0
 // to 15, default 0; host a name, an IPv4 address or a bracketed IPv6
-// address); "" is off (host "").
+// address), or "redis+sentinel://host:port,host:port,.../master[/db]": one
+// or more Redis Sentinels, separated by commas (each like the host above,
+// port default 26379), then the name they monitor the engine by (one word,
+// no '@', '?', '#' or ','), then the db as above. "" is off (host "" and
+// no sentinels).
 Parsed<ClusterUrl> parseClusterUrl(std::string_view text);
 
 // Byte count in the largest exact unit: 67108864 -> "64MB", 1000 -> "1000".

@@ -347,8 +347,8 @@ const Setting kSettings[] = {
 
     // -- several hosts
     {"cluster", "CONCERT_CLUSTER", VT::String, "", 0, 0, false, R::Restart, kCluster,
-     "redis://host:port[/db]: share one line and one cap with every host that names the same engine and room "
-     "(empty = this host alone)",
+     "redis://host:port[/db] or redis+sentinel://host:port,host:port,.../master[/db]: share one line and one cap "
+     "with every host that names the same engine and room (empty = this host alone)",
      &Config::cluster, checkClusterUrl},
     {"cluster-room", "CONCERT_CLUSTER_ROOM", VT::String, "concert", 0, 0, false, R::Restart, kCluster,
      "the room's key prefix in the engine: hosts with the same prefix share one line", &Config::cluster_room,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "shm/layout.h"
 #include "shm/line_rate.h"
@@ -53,10 +54,7 @@ std::pair<uint64_t, uint64_t> wordsOf(const uint8_t key[16]) {
 
 int64_t sharedCapNow(const ClusterArea& area, int64_t share, Millis now) {
   if (area.enabled.load(std::memory_order_relaxed) == 0 || !upWord(area) || !leaseLapsed(area, now)) return share;
-  // The agent stopped renewing: what it would hold if it found the engine away.
-  if (area.fail_open.load(std::memory_order_relaxed) == 0) return 0;
-  const int64_t hosts = std::max<int64_t>(1, area.hosts.load(std::memory_order_relaxed));
-  return std::max<int64_t>(1, area.cap.load(std::memory_order_seq_cst) / hosts);
+  return 0;  // the agent is stuck and the engine gave this share away (cluster.h)
 }
 
 // ---------------------------------------------------------------- words
@@ -148,12 +146,14 @@ std::optional<ClusterLine::Found> ClusterLine::lookup(uint64_t id) const {
       if (rank >= count || m.order[rank].id.load(std::memory_order_relaxed) != id) break;
       const uint32_t returned = m.returned.load(std::memory_order_relaxed);
       const uint32_t waiting = m.waiting.load(std::memory_order_relaxed);
+      const uint32_t local = m.local.load(std::memory_order_relaxed);
       Found f;
       f.where = Where::Ranked;
       f.rank = rank;
-      f.section = rank < returned             ? LineSection::Returned
-                  : rank < returned + waiting ? LineSection::Waiting
-                                              : LineSection::Missed;
+      f.section = rank < returned                     ? LineSection::Returned
+                  : rank < returned + waiting         ? LineSection::Waiting
+                  : rank < returned + waiting + local ? LineSection::Local
+                                                      : LineSection::Missed;
       f.position = f.section == LineSection::Returned ? 1
                    : f.section == LineSection::Waiting
                        ? static_cast<int64_t>(rank - returned) + 1
@@ -175,48 +175,105 @@ std::vector<ClusterLineEntry> ClusterLine::mirrored() const {
   const uint32_t count = std::min(m.count.load(std::memory_order_relaxed), kClusterMirror);
   const uint32_t returned = m.returned.load(std::memory_order_relaxed);
   const uint32_t waiting = m.waiting.load(std::memory_order_relaxed);
+  const uint32_t local = m.local.load(std::memory_order_relaxed);
   out.reserve(count);
   for (uint32_t r = 0; r < count; ++r)
     out.push_back({m.order[r].id.load(std::memory_order_relaxed), m.order[r].nonce.load(std::memory_order_relaxed),
                    m.order[r].issued_ms.load(std::memory_order_relaxed),
-                   r < returned             ? LineSection::Returned
-                   : r < returned + waiting ? LineSection::Waiting
-                                            : LineSection::Missed});
+                   r < returned                     ? LineSection::Returned
+                   : r < returned + waiting         ? LineSection::Waiting
+                   : r < returned + waiting + local ? LineSection::Local
+                                                    : LineSection::Missed});
   return out;
+}
+
+void ClusterLine::writeCopy(const std::vector<ClusterLineEntry>& line, bool truncated) {
+  ClusterArea& area = *layout_->cluster;
+  area.mirror_version.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t next = (area.active.load(std::memory_order_seq_cst) & 1) ^ 1;
+  ClusterMirror& m = area.mirrors[next];
+  for (auto& word : m.index) word.store(0, std::memory_order_relaxed);
+  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(line.size(), kClusterMirror));
+  uint32_t returned = 0, waiting = 0, local = 0, written = 0;
+  for (uint32_t r = 0; r < count; ++r, ++written) {
+    const ClusterLineEntry& e = line[r];
+    // Sections come in order (returned, line, local, missed); one out of
+    // order, or an id no host hands out, ends the copy.
+    if (e.id == 0 || e.id > kMaxId) break;
+    if (e.section == LineSection::Returned && r != returned) break;
+    if (e.section == LineSection::Waiting && r != returned + waiting) break;
+    if (e.section == LineSection::Local && r != returned + waiting + local) break;
+    returned += e.section == LineSection::Returned;
+    waiting += e.section == LineSection::Waiting;
+    local += e.section == LineSection::Local;
+    m.order[r].id.store(e.id, std::memory_order_relaxed);
+    m.order[r].nonce.store(e.nonce, std::memory_order_relaxed);
+    m.order[r].issued_ms.store(e.issued_ms, std::memory_order_relaxed);
+    uint32_t i = homeOf(e.id, kClusterIndex);
+    while (m.index[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & (kClusterIndex - 1);
+    m.index[i].store(e.id << 16 | r, std::memory_order_relaxed);
+  }
+  m.count.store(written, std::memory_order_relaxed);
+  m.returned.store(returned, std::memory_order_relaxed);
+  m.waiting.store(waiting, std::memory_order_relaxed);
+  m.local.store(local, std::memory_order_relaxed);
+  m.truncated.store(truncated || line.size() > count ? 1 : 0, std::memory_order_relaxed);
+  area.active.store(next, std::memory_order_seq_cst);
+  area.mirror_version.fetch_add(1, std::memory_order_seq_cst);
+}
+
+bool ClusterLine::present(uint64_t id, Millis now) const {
+  const ClusterArea& area = *layout_->cluster;
+  const uint64_t touched = area.touched[homeOf(id, kClusterRecent)].load(std::memory_order_relaxed);
+  if ((touched >> 16) == id && ageMs(touched, now) < kPresentMs) return true;
+  const uint64_t recent = recentWord(id);
+  return recent != 0 && (recent & kDeparted) == 0 && ageMs(recent, now) < kPresentMs;
+}
+
+void ClusterLine::publishAway(const std::vector<ClusterLineEntry>& unplaced, Millis now) {
+  ClusterArea& area = *layout_->cluster;
+  std::vector<ClusterLineEntry> line = mirrored();
+  // The engine's part as it was, the tickets issued here since at its back.
+  std::vector<ClusterLineEntry> next;
+  next.reserve(line.size() + unplaced.size());
+  std::vector<uint64_t> had_local, has_local;
+  for (const ClusterLineEntry& e : line) {
+    if (e.section == LineSection::Local)
+      had_local.push_back(e.id);
+    else if (e.section != LineSection::Missed)
+      next.push_back(e);
+  }
+  for (const ClusterLineEntry& e : unplaced) {
+    if (lookup(e.id) && std::find(had_local.begin(), had_local.end(), e.id) == had_local.end()) continue;
+    if (recentWord(e.id) & kDeparted) continue;
+    next.push_back({e.id, e.nonce, e.issued_ms, LineSection::Local});
+    has_local.push_back(e.id);
+  }
+  for (const ClusterLineEntry& e : line)
+    if (e.section == LineSection::Missed) next.push_back(e);
+  const bool rewrite = has_local != had_local;
+  if (rewrite) writeCopy(next, false);
+  // This host's horizon: up to the free-th ticket whose holder is here.
+  int64_t free = static_cast<int64_t>(pages_->cap()) - pages_->occupancy();
+  if (gate_) free = gate_->lineFree(free, liveQueueDepth());
+  int64_t horizon = 0;
+  for (int64_t r = 0, seen = 0; free > 0 && r < static_cast<int64_t>(next.size()); ++r) {
+    const ClusterLineEntry& e = next[static_cast<size_t>(r)];
+    if (e.section == LineSection::Missed) break;
+    horizon = r + 1;
+    if ((recentWord(e.id) & kDeparted) == 0 && present(e.id, now) && ++seen == free) break;
+  }
+  const bool moved = rewrite || area.horizon.load(std::memory_order_relaxed) != horizon;
+  area.horizon.store(horizon, std::memory_order_seq_cst);
+  area.refreshed_ms.store(now, std::memory_order_relaxed);
+  if (moved) slots_->wake(Resource::PageSlot);
 }
 
 void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLineEntry>* line, bool truncated,
                           Millis now) {
   ClusterArea& area = *layout_->cluster;
   if (line) {
-    area.mirror_version.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t next = (area.active.load(std::memory_order_seq_cst) & 1) ^ 1;
-    ClusterMirror& m = area.mirrors[next];
-    for (auto& word : m.index) word.store(0, std::memory_order_relaxed);
-    const uint32_t count = static_cast<uint32_t>(std::min<size_t>(line->size(), kClusterMirror));
-    uint32_t returned = 0, waiting = 0, written = 0;
-    for (uint32_t r = 0; r < count; ++r, ++written) {
-      const ClusterLineEntry& e = (*line)[r];
-      // Sections come in order (returned, line, missed); one out of order, or
-      // an id no host hands out, ends the copy.
-      if (e.id == 0 || e.id > kMaxId) break;
-      if (e.section == LineSection::Returned && r != returned) break;
-      if (e.section == LineSection::Waiting && r != returned + waiting) break;
-      returned += e.section == LineSection::Returned;
-      waiting += e.section == LineSection::Waiting;
-      m.order[r].id.store(e.id, std::memory_order_relaxed);
-      m.order[r].nonce.store(e.nonce, std::memory_order_relaxed);
-      m.order[r].issued_ms.store(e.issued_ms, std::memory_order_relaxed);
-      uint32_t i = homeOf(e.id, kClusterIndex);
-      while (m.index[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & (kClusterIndex - 1);
-      m.index[i].store(e.id << 16 | r, std::memory_order_relaxed);
-    }
-    m.count.store(written, std::memory_order_relaxed);
-    m.returned.store(returned, std::memory_order_relaxed);
-    m.waiting.store(waiting, std::memory_order_relaxed);
-    m.truncated.store(truncated || line->size() > count ? 1 : 0, std::memory_order_relaxed);
-    area.active.store(next, std::memory_order_seq_cst);
-    area.mirror_version.fetch_add(1, std::memory_order_seq_cst);
+    writeCopy(*line, truncated);
     area.pending.store(0, std::memory_order_seq_cst);
   }
   const bool moved = line != nullptr || area.horizon.load(std::memory_order_relaxed) != round.horizon ||
@@ -271,26 +328,23 @@ bool ClusterLine::ready(int64_t rank) const {
     case LineFlow::Everyone: return true;
     case LineFlow::ByCap: break;
   }
-  if (state() == ClusterState::Up) return rank >= 0 && rank < horizon();
-  // The engine is away: open lets this host admit on its own, up to its
-  // share as the gate lets the line use it, whoever comes first; closed
-  // admits nobody from the line.
-  if (!failOpen()) return false;
-  const int64_t free = static_cast<int64_t>(pages_->cap()) - pages_->occupancy();
-  return (gate_ ? gate_->lineFree(free, liveQueueDepth()) : free) > 0;
+  // The engine away: closed admits nobody from the line; open moves this
+  // host's own line, by the horizon the agent sets (publishAway).
+  if (state() != ClusterState::Up && !failOpen()) return false;
+  return rank >= 0 && rank < horizon();
 }
 
 TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, Contact contact) {
   TicketView v;
   const Found f = find(cookie, now);
   if (f.where == Where::Gone) return v;
-  const bool up = state() == ClusterState::Up;
   if (f.where == Where::Ranked) {
     v.raw_position = f.position;
     v.state = f.section != LineSection::Missed && ready(f.rank) ? TicketState::Ready : TicketState::Waiting;
+    v.placed = f.section != LineSection::Local;
   } else {
     v.raw_position = layout_->cluster->depth.load(std::memory_order_relaxed) + 1;
-    v.state = !up && ready(-1) ? TicketState::Ready : TicketState::Waiting;
+    v.state = TicketState::Waiting;
     v.placed = false;
   }
   v.position = v.state == TicketState::Waiting ? v.raw_position : 0;
@@ -399,10 +453,14 @@ uint32_t ClusterLine::numbersLeft() const {
   return static_cast<uint32_t>(layout_->cluster->numbers.load(std::memory_order_seq_cst) & 0xffffu);
 }
 
-Issued ClusterLine::issue(WorkerSlot, int64_t max_queue, Millis now, const ClientTicketing*) {
+Issued ClusterLine::issue(WorkerSlot, int64_t max_queue, Millis now, const ClientTicketing* client) {
   Issued out;
   if (max_queue > 0 && liveQueueDepth() >= max_queue) {
     out.outcome = IssueOutcome::Breaker;
+    return out;
+  }
+  if (client && client->max_per_client > 0 && clientFull(client->key, unixSeconds())) {
+    out.outcome = IssueOutcome::ClientLimit;
     return out;
   }
   ClusterArea& area = *layout_->cluster;
@@ -426,7 +484,9 @@ Issued ClusterLine::issue(WorkerSlot, int64_t max_queue, Millis now, const Clien
   out.outcome = IssueOutcome::Queued;
   out.cookie = TicketCookie{id, randomNonce()};
   remember(id, now, false);
-  post({NoteKind::Enroll, id, out.cookie.nonce, unixMs()});
+  ClusterNoteValue enroll{NoteKind::Enroll, id, out.cookie.nonce, unixMs()};
+  if (client) std::tie(enroll.key_a, enroll.key_b) = wordsOf(client->key);
+  post(enroll);
   out.position = area.depth.load(std::memory_order_relaxed) + area.pending.fetch_add(1, std::memory_order_seq_cst) + 1;
   out.ready = false;  // its turn comes once the engine lists it
   layout_->counter(Counter::QueuedTotal).fetch_add(1, std::memory_order_relaxed);
@@ -438,8 +498,7 @@ bool ClusterLine::claim(const TicketCookie& cookie, Claimed* claimed) {
   const Found f = find(cookie, now);
   if (f.where == Where::Gone) return false;
   const bool up = state() == ClusterState::Up;
-  if (f.where == Where::Ranked ? f.section == LineSection::Missed || !ready(f.rank) : (up || !ready(-1)))
-    return false;
+  if (f.where != Where::Ranked || f.section == LineSection::Missed || !ready(f.rank)) return false;
   const bool metered = flow() == LineFlow::ByCap && gate_ != nullptr;
   const LineToken token = metered ? gate_->takeToken() : LineToken::Unmetered;
   if (token == LineToken::Refused) {
@@ -505,6 +564,8 @@ void ClusterLine::post(const ClusterNoteValue& note) {
   n.id.store(note.id, std::memory_order_relaxed);
   n.nonce.store(note.nonce, std::memory_order_relaxed);
   n.issued_ms.store(note.issued_ms, std::memory_order_relaxed);
+  n.key_a.store(note.key_a, std::memory_order_relaxed);
+  n.key_b.store(note.key_b, std::memory_order_relaxed);
   n.seq.store((at + 1) << 8 | static_cast<uint64_t>(note.kind), std::memory_order_seq_cst);
 }
 
@@ -528,7 +589,8 @@ std::vector<ClusterNoteValue> ClusterLine::takeNotes(size_t max, Millis now) {
       continue;
     }
     out.push_back({static_cast<NoteKind>(seq & 0xffu), n.id.load(std::memory_order_relaxed),
-                   n.nonce.load(std::memory_order_relaxed), n.issued_ms.load(std::memory_order_relaxed)});
+                   n.nonce.load(std::memory_order_relaxed), n.issued_ms.load(std::memory_order_relaxed),
+                   n.key_a.load(std::memory_order_relaxed), n.key_b.load(std::memory_order_relaxed)});
     ++read;
   }
   area.notes_read.store(read, std::memory_order_seq_cst);
@@ -604,6 +666,15 @@ void ClusterLine::promote(uint64_t ticket, uint64_t nonce, int64_t until) {
 
 void ClusterLine::setRevocations(const std::vector<ClusterMarkValue>& revoked) {
   setMarks(layout_->cluster->revoked, revoked);
+}
+
+void ClusterLine::setFullClients(const std::vector<ClusterMarkValue>& full) {
+  setMarks(layout_->cluster->full, full);
+}
+
+bool ClusterLine::clientFull(const uint8_t key[16], int64_t unix_s) const {
+  const auto [a, b] = wordsOf(key);
+  return hasMark(layout_->cluster->full, a, b, unix_s);
 }
 
 bool ClusterLine::revokedElsewhere(const uint8_t id[16], int64_t unix_s) const {

@@ -48,8 +48,10 @@
 //
 // A ticket's place on this host, looked up by its cookie:
 //   ranked   in the copy with the cookie's nonce: returned or waiting, its
-//            turn has come when rank < horizon (engine up), or when a slot is
-//            free here (engine away, -cluster-fail open; never with closed).
+//            turn has come when rank < horizon (the engine's, or with the
+//            engine away and -cluster-fail open this host's; never with
+//            closed). A Local ticket (issued here while the engine is away)
+//            takes turns the same way but shows no position.
 //            Position: 1 for a returned ticket, else its rank in the line
 //            alone + 1 (returned tickets go first but are not counted ahead:
 //            a position never grows). A missed ticket is shown at the back
@@ -59,13 +61,29 @@
 //            leaves the line, so a turn comes back once.
 //   pending  not in the copy yet (issued less than kPendingMs ago, here or on
 //            another host), or perhaps beyond the copy's end (a line longer
-//            than kClusterMirror), or the engine is away: waits at the back
-//            of the line (position = depth + 1), not ready
+//            than kClusterMirror), or the engine is away (until the agent
+//            lists it as Local): waits at the back of the line (position =
+//            depth + 1, not shown), not ready
 //   gone     anything else: admitted, reaped, removed, forged (Unknown)
 // `recent` remembers ids for kPendingMs: a ticket issued here, a ticket
 // presented here that the copy does not list (first seen), and a ticket
 // that left the line here (departed: claimed, retired or removed here,
 // before the engine's line says so).
+//
+// The engine away. With -cluster-fail closed nobody new is admitted from
+// the line. With open the agent keeps the line moving on this host alone,
+// in ticket order of its own line, every round it would have had
+// (publishAway): the copy keeps the engine's line as it was last read (so
+// every position shown stands still: none grows, and the engine's own,
+// once back, is no larger), the tickets issued here since go at its back
+// as Local (a turn, but no position: their place in the room is not known
+// until the engine lists them), and the horizon becomes this host's: the
+// ranks up to the `free`-th ticket whose holder was seen here within
+// kPresentMs and has not left, where free is this host's fail-mode share
+// (cap / hosts) less the slots in use, as the gate lets the line use it.
+// Tickets of other hosts' visitors in between do not hold the line here.
+// Once the engine answers, the agent sends what happened (enrolments and
+// departures) and copies the engine's line again.
 //
 // Readiness and the cap. The engine sums every host's free slots into the
 // horizon (slots free across all hosts: the global cap less what is in
@@ -76,8 +94,10 @@
 // sees more than the cap. A turn that finds no slot here is held, as any
 // turn that finds no slot, and raises `wanted`, which the agent turns into a
 // larger reservation. Tickets of the first `horizon` ranks may be admitted
-// in any order, hence at most hosts x -cluster-lease inversions. A turn whose
-// claim finds no token of this host's admission rate (-admit-rate) sends a
+// in any order, hence at most hosts x -cluster-lease inversions. Each host
+// meters the admission rate (-admit-rate) ÷ hosts (the agent sets it), so
+// the room admits at most the rate. A turn whose
+// claim finds no token of this host's admission rate sends a
 // Wait note (at most one per ticket every kWaitEveryMs): the engine restarts
 // the turn's clock, so no turn is missed for want of a token here.
 //
@@ -88,9 +108,13 @@
 // this ends first; the other half lets requests admitted here finish before
 // their slots go elsewhere). Past it, with the agent's state still Up (the
 // agent stopped, or is stuck), every process here takes the engine for away
-// by itself: state() reads Down, and the page semaphore's cap reads the
-// fail-mode share (fail open: cap / hosts last seen; closed: 0; see
-// sharedCapNow), whatever the agent does. Its next round lifts it.
+// by itself: state() reads Down, and the page semaphore's cap reads 0
+// (sharedCapNow) whatever the agent does, in either fail mode: an agent
+// that stops renewing while it still takes the engine for up is stuck, not
+// cut off, and the engine, reachable, gives the share to the other hosts, so
+// this host using any of it would put the room past its cap. Its next round
+// lifts it. (An agent that finds the engine away goes Down first, within a
+// quarter of the TTL, and its share is then the fail mode's.)
 //
 // Notes to the engine (kClusterNotes entries): Enroll (a ticket issued
 // here), Touch (its holder was seen here: the engine's TTL and first-poll
@@ -113,6 +137,16 @@
 // out before the agent's next round (a burst), or while the engine is away,
 // ids come from kLocalIds up: from a random start per host, then counting,
 // so that they are unique in practice; they are placed like any other.
+//
+// Per client. A ticket's Enroll note carries its holder's client key
+// (-max-tickets-per-client, bans): the engine counts each client's tickets
+// in the whole line and enrolls no more than the limit; a client at the
+// limit is marked full for every host (`full`), which then issues it no
+// ticket (ClientLimit) until one of its tickets leaves. Two hosts may each
+// issue one in the same round: the engine enrolls only what the limit
+// allows, and the extra ticket's holder finds it gone (kPendingMs later)
+// and is refused on asking again. A ban that reaches the engine takes the
+// client's tickets out of the line, whichever host issued them.
 //
 // Bans, promotions and ended sessions. A ban that begins on a host goes to
 // the engine (the agent finds it in the client table, clients.h); a ticket
@@ -165,6 +199,7 @@ struct ClusterNoteValue {
   uint64_t id = 0;
   uint64_t nonce = 0;
   int64_t issued_ms = 0;  // Enroll: Unix ms; Promote, Revoke: the end, Unix s
+  uint64_t key_a = 0, key_b = 0;  // Enroll: the holder's client key (clients.h) as two words; 0, 0: none
 };
 
 // A mark the room's hosts share (bans, promotions): two words and an end (Unix s).
@@ -178,6 +213,7 @@ enum class LineSection : uint8_t {
   Returned,  // missed its turn, its holder came back: first when a slot frees
   Waiting,   // in line
   Missed,    // its turn came and was not taken: holds no place until its holder asks for the page
+  Local,     // issued here while the engine is away (publishAway): ranked for turns, shown no position
 };
 
 // One ticket of the engine's line as the agent read it.
@@ -211,6 +247,8 @@ class ClusterLine final : public Handle, public Line {
   static constexpr Millis kBlockAgeMs = 500;
   static constexpr Millis kTouchEveryMs = 2'000;
   static constexpr Millis kWaitEveryMs = 500;
+  // A holder seen here within this is taken for present (publishAway).
+  static constexpr Millis kPresentMs = 5'000;
   static constexpr uint64_t kLocalIds = uint64_t{1} << 46;  // ids below are the engine's numbers
   static constexpr uint64_t kMaxId = (uint64_t{1} << 47) - 1;
 
@@ -258,6 +296,9 @@ class ClusterLine final : public Handle, public Line {
   void promote(uint64_t ticket, uint64_t nonce, int64_t until);
   // A session (pass `id`) ended elsewhere, until a time past `unix_s`.
   bool revokedElsewhere(const uint8_t id[16], int64_t unix_s) const;
+  // The client holds -max-tickets-per-client tickets in the room's line (the
+  // engine counts them over every host), at `unix_s`.
+  bool clientFull(const uint8_t key[16], int64_t unix_s) const;
   // A session ended here, for every host (until: Unix s).
   void revoke(const uint8_t id[16], int64_t until);
 
@@ -284,6 +325,12 @@ class ClusterLine final : public Handle, public Line {
   // first; pending goes back to 0. Wakes PageSlot waiters when positions or
   // turns may have moved.
   void publish(const ClusterRound& round, const std::vector<ClusterLineEntry>* line, bool truncated, Millis now);
+  // The engine is away and this host admits on its own (-cluster-fail
+  // open): the copy keeps the engine's line as it was, with `unplaced` (the
+  // tickets issued here that the engine has not listed) at the back of the
+  // line as Local, and the horizon becomes this host's own (the file
+  // comment). The state stays Down.
+  void publishAway(const std::vector<ClusterLineEntry>& unplaced, Millis now);
   // The line as last published (re-enrolment after the engine lost it).
   std::vector<ClusterLineEntry> mirrored() const;
   // Up to `max` unread notes, in order (a note whose writer died unwritten
@@ -299,6 +346,7 @@ class ClusterLine final : public Handle, public Line {
   void setRemoteBans(const std::vector<ClusterMarkValue>& bans);
   void setPromotions(const std::vector<ClusterMarkValue>& promoted);
   void setRevocations(const std::vector<ClusterMarkValue>& revoked);
+  void setFullClients(const std::vector<ClusterMarkValue>& full);
   void countRoundTrip();
 
  private:
@@ -321,6 +369,10 @@ class ClusterLine final : public Handle, public Line {
   bool ready(int64_t rank) const;
   void post(const ClusterNoteValue& note);
   static void setMarks(ClusterMarks& table, std::vector<ClusterMarkValue> marks);
+  // The copy not in use becomes `line` and then the one in use (the agent only).
+  void writeCopy(const std::vector<ClusterLineEntry>& line, bool truncated);
+  // The ticket's holder was seen here within kPresentMs, and it has not left.
+  bool present(uint64_t id, Millis now) const;
   bool hasMark(const ClusterMarks& table, uint64_t a, uint64_t b, int64_t unix_s) const;
   // A Touch note, unless this host sent one for the ticket less than kTouchEveryMs ago.
   void touchNote(const TicketCookie& cookie, Millis now);

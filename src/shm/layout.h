@@ -96,7 +96,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 15;
+constexpr uint32_t kLayoutVersion = 16;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -406,7 +406,8 @@ struct ClusterTicket {
 struct ClusterMirror {
   std::atomic<uint32_t> count;
   std::atomic<uint32_t> returned;   // order[0, returned) are returned tickets (LineSection)
-  std::atomic<uint32_t> waiting;    // order[returned, returned + waiting) the line; then missed ones
+  std::atomic<uint32_t> waiting;    // order[returned, returned + waiting) the line
+  std::atomic<uint32_t> local;      // then tickets issued here while the engine is away; then missed ones
   std::atomic<uint32_t> truncated;  // the line is longer than kClusterMirror
   ClusterTicket order[kClusterMirror];
   std::atomic<uint64_t> index[kClusterIndex];
@@ -419,6 +420,7 @@ struct ClusterNote {
   std::atomic<uint64_t> id;  // a ticket, or a key's first word (Revoke)
   std::atomic<uint64_t> nonce;
   std::atomic<int64_t> issued_ms;
+  std::atomic<uint64_t> key_a, key_b;  // Enroll: the holder's client key (0, 0: none)
 };
 
 // Marks the room's hosts share (cluster.h): a ban in force (a, b = the
@@ -467,6 +469,7 @@ struct alignas(64) ClusterArea {
   ClusterMarks bans;      // agent: the room's bans in force (P:bans)
   ClusterMarks promoted;  // agent: tickets promoted on any host (P:promoted)
   ClusterMarks revoked;   // agent: sessions the origin ended on any host (P:revoked)
+  ClusterMarks full;      // agent: clients at -max-tickets-per-client in the room's line (P:full)
   ClusterNote notes[kClusterNotes];
   ClusterMirror mirrors[2];
 };

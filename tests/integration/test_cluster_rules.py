@@ -10,11 +10,19 @@
                                                   the other: the origin never sees more than the cap,
                                                   the stopped host reports the engine away, and comes
                                                   back once its agent runs again
+  test_a_prequeue_is_shuffled_for_the_room        two hosts in a sale's pre-queue, 30 arrivals on both:
+                                                  once the sale starts they go in one at a time (cap 1)
+                                                  in one random order for the room, not in arrival
+                                                  order, each once
+  test_the_admission_rate_holds_for_the_room      two hosts at -admit-rate 5/s under newcomers on both:
+                                                  the room admits at most the rate (plus a burst), not
+                                                  the rate per host
 
 Each test starts its own redis-server and hosts; cross-host effects are waited for (the hosts sync with
 the engine about every 100 ms), never timed. Traffic goes to 127.0.0.1 only; only processes started
 here are signalled, by pid.
 """
+import datetime
 import json
 import os
 import re
@@ -127,6 +135,83 @@ class ClusterRulesTest(ClusterHostsBase):
         for t in threads:
             t.join(30)
         self.assertLessEqual(self.origin.recorder.max_page_in_flight, 4)
+
+    def test_the_admission_rate_holds_for_the_room(self):
+        rate = 5
+        args = ["-cap", "50", "-admit-rate", "%d/s" % rate]
+        a, b = self.host("A", args), self.host("B", args)
+        hosts = [a, b]
+        self.wait_hosts(hosts, 2)
+        time.sleep(0.5)  # a round past seeing each other: each host meters its part
+        done = threading.Event()
+        self.addCleanup(done.set)
+
+        def arrive(k):
+            # Each visit is a newcomer's (no pass: sessions are never metered), on both hosts in turn.
+            n = 0
+            while not done.is_set():
+                v = Visitor(name="r%d.%d" % (k, n))
+                v.admit("/sleep?ms=20", time.time() + 30, use_events=False, pick=lambda: hosts[(k + n) % 2],
+                        page_timeout=10)
+                n += 1
+        threads = [in_thread(arrive, k) for k in range(16)]
+        start = time.time()
+        time.sleep(7)
+        end = time.time()
+        done.set()
+        for t in threads:
+            t.join(40)
+        rec = self.origin.recorder
+        with rec.lock:
+            times = [r["time"] for r in rec.requests if r["path"] == "/sleep"]
+        window = [t for t in times if start + 1 <= t < end]
+        # At most the rate over the window, plus one burst (a second's worth) and one for the edges.
+        bound = rate * (end - start - 1) + rate + 1
+        self.assertGreater(len(window), rate, "the room admitted almost nobody: %d" % len(window))
+        self.assertLessEqual(len(window), bound,
+                             "the room admitted %d in %.1f s at -admit-rate %d/s on two hosts" % (
+                                 len(window), end - start - 1, rate))
+
+    def test_a_prequeue_is_shuffled_for_the_room(self):
+        start = time.time() + 8
+        when = datetime.datetime.fromtimestamp(start, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        args = ["-cap", "1", "-event-start", when, "-prequeue", "1h", "-first-poll-grace", "1h"]
+        a, b = self.host("A", args, claim_window="1h"), self.host("B", args, claim_window="1h")
+        hosts = [a, b]
+        self.wait_hosts(hosts, 2)
+        arrival = []
+        for k in range(30):
+            v = Visitor(name="p%02d" % k)
+            status, _, body = v.get("/sleep?ms=30&who=%s" % v.name, host=hosts[k % 2])
+            self.assertEqual(status, 429, body)
+            self.assertGreater(json.loads(body)["starts_in"], 0)
+            arrival.append(v)
+        self.assertLess(time.time(), start, "the machine was too slow to arrive before the start")
+        while time.time() < start + 0.5:
+            time.sleep(0.05)
+        # Everyone comes back with its cookie to its host until admitted; the cap of 1 lets them in one at
+        # a time, in the room's order.
+        pending, deadline = list(enumerate(arrival)), time.time() + 60
+        while pending and time.time() < deadline:
+            for item in list(pending):
+                k, v = item
+                status, _, body = v.get("/sleep?ms=30&who=%s" % v.name, host=hosts[k % 2])
+                if status == 200 and body.startswith(b"ok"):
+                    pending.remove(item)
+                else:
+                    self.assertEqual(status, 429, body)
+            time.sleep(0.01)
+        self.assertEqual(pending, [], "not everyone was admitted")
+        rec = self.origin.recorder
+        with rec.lock:
+            order = [re.search(r"who=([^&]+)", r["target"]).group(1)
+                     for r in sorted(rec.requests, key=lambda r: r["time"]) if r["path"] == "/sleep"]
+        names = [v.name for v in arrival]
+        self.assertEqual(sorted(order), sorted(names), "someone went in twice")
+        self.assertNotEqual(order, names, "the pre-queue went in in arrival order")
+        self.assertLessEqual(rec.max_page_in_flight, 1)
+        self.assertTrue(any("pre-queue closed: 30 visitors hold their shuffled places" in h.log() for h in hosts),
+                        [h.log()[-2000:] for h in hosts])
 
 
 if __name__ == "__main__":

@@ -46,6 +46,10 @@ class Recorder:
         self.max_in_flight = 0
         self.page_in_flight = 0
         self.max_page_in_flight = 0
+        # Page requests in flight by the value of their `via` query parameter
+        # (a test names the proxy that sent each request there).
+        self.page_in_flight_by = {}
+        self.max_page_in_flight_by = {}
         self.gate = threading.Event()
         self.gates = {}  # name -> Event, for /slow?gate=NAME
         self.page_prefixes = None  # None: every path counts as a page
@@ -95,16 +99,22 @@ class Handler(BaseHTTPRequestHandler):
         elif self.headers.get("Content-Length"):
             body = self.rfile.read(int(self.headers["Content-Length"]))
         page = rec.is_page(path)
+        via = qs.get("via", [None])[0]
+        record = {"method": self.command, "path": path, "target": self.path,
+                  "headers": list(self.headers.items()), "body": body,
+                  "host": self.headers.get("Host"), "cookie": self.headers.get("Cookie"),
+                  "xff": self.headers.get("X-Forwarded-For"), "time": time.time(), "done": None, "via": via}
         with rec.lock:
-            rec.requests.append({"method": self.command, "path": path, "target": self.path,
-                                 "headers": list(self.headers.items()), "body": body,
-                                 "host": self.headers.get("Host"), "cookie": self.headers.get("Cookie"),
-                                 "xff": self.headers.get("X-Forwarded-For"), "time": time.time()})
+            rec.requests.append(record)
             rec.in_flight += 1
             rec.max_in_flight = max(rec.max_in_flight, rec.in_flight)
             if page:
                 rec.page_in_flight += 1
                 rec.max_page_in_flight = max(rec.max_page_in_flight, rec.page_in_flight)
+                if via is not None:
+                    n = rec.page_in_flight_by[via] = rec.page_in_flight_by.get(via, 0) + 1
+                    rec.max_page_in_flight_by[via] = max(rec.max_page_in_flight_by.get(via, 0), n)
+        self._record = record
         self._counted_page = page
         self._counted = True
         try:
@@ -126,8 +136,12 @@ class Handler(BaseHTTPRequestHandler):
         rec = self.server.recorder
         with rec.lock:
             rec.in_flight -= 1
+            self._record["done"] = time.time()
             if self._counted_page:
                 rec.page_in_flight -= 1
+                via = self._record["via"]
+                if via is not None:
+                    rec.page_in_flight_by[via] -= 1
 
     def _send(self, code, body, ctype="text/plain; charset=utf-8", extra=()):
         self._finished_work()

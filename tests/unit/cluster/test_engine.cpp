@@ -32,10 +32,12 @@ Reply array(std::vector<Reply> elements) {
   return r;
 }
 
-Reply syncReply(std::vector<Reply> bans = {}, std::vector<Reply> promoted = {}, std::vector<Reply> revoked = {}) {
+Reply syncReply(std::vector<Reply> bans = {}, std::vector<Reply> promoted = {}, std::vector<Reply> revoked = {},
+                std::vector<Reply> full = {}) {
   return array({integer(3), integer(2), integer(5), integer(40), integer(17), integer(10), string("open"),
                 string("e1"), integer(1), integer(1001), integer(2), integer(4), integer(6), array(std::move(bans)),
-                array(std::move(promoted)), array(std::move(revoked))});
+                array(std::move(promoted)), array(std::move(revoked)), array(std::move(full)), integer(7), integer(1),
+                array({}), integer(0)});
 }
 
 }  // namespace
@@ -43,18 +45,23 @@ Reply syncReply(std::vector<Reply> bans = {}, std::vector<Reply> promoted = {}, 
 TEST_CASE("every key of a room has the room's prefix") {
   for (const std::vector<std::string>& keys : {notesKeys("shop"), syncKeys("shop"), fetchKeys("shop")})
     for (const std::string& key : keys) CHECK(key.rfind("shop:", 0) == 0);
-  CHECK(syncKeys("r").size() == 22);
+  CHECK(syncKeys("r").size() == 28);
   CHECK(syncKeys("r")[21] == "r:held");
+  CHECK(syncKeys("r")[23] == "r:full");
   CHECK(releaseKeys("r") == std::vector<std::string>{"r:hosts", "r:resv", "r:busy", "r:want", "r:held"});
-  CHECK(notesKeys("r").size() == 13);
+  CHECK(notesKeys("r").size() == 20);
+  CHECK(notesKeys("r")[14] == "r:full");
   CHECK(syncKeys("r")[0] == "r:hosts");
   CHECK(notesKeys("r")[0] == "r:line");
-  CHECK(fetchKeys("r") == std::vector<std::string>{"r:line", "r:tix", "r:back", "r:missed"});
+  CHECK(fetchKeys("r") == std::vector<std::string>{"r:line", "r:tix", "r:back", "r:missed", "r:gone", "r:gonefloor", "r:ver"});
 }
 
 TEST_CASE("notes go to the engine as one argument each") {
   CHECK(noteArg({shm::NoteKind::Enroll, 42, 0xabcdef, 1'700'000'000'123}) == "E 42 0000000000abcdef 1700000000123");
   CHECK(noteArg({shm::NoteKind::Enroll, 42, 1, 5}, true) == "R 42 0000000000000001 5");
+  // With its holder's client key: the key's bytes in order, as bans carry them.
+  CHECK(noteArg({shm::NoteKind::Enroll, 42, 1, 5, 0x0807060504030201ull, 0x100f0e0d0c0b0a09ull}) ==
+        "E 42 0000000000000001 5 0102030405060708090a0b0c0d0e0f10");
   CHECK(noteArg({shm::NoteKind::Touch, 7, 1, 5}) == "T 7");
   CHECK(noteArg({shm::NoteKind::Keep, 7, 1, 5}) == "K 7");
   CHECK(noteArg({shm::NoteKind::Wait, 7, 1, 5}) == "W 7");
@@ -83,13 +90,14 @@ TEST_CASE("SYNC's arguments are in the script's order, new bans last") {
   r.bans = {"00ff:99"};
   const std::vector<std::string> args = syncArgs(r);
   CHECK(args == std::vector<std::string>{"web1:100", "10000", "4", "3", "7", "10", "0", "pause", "1", "", "ab", "64",
-                                         "1000", "7000", "3", "1", "00ff:99"});
+                                         "1000", "7000", "3", "1", "0", "00ff:99"});
 }
 
 TEST_CASE("SYNC's answer is read field by field; anything else is refused") {
   std::optional<SyncReply> s = parseSync(syncReply({string("0102030405060708090a0b0c0d0e0f10"), string("1900")},
                                                    {string("42:00000000000000ff"), string("2000")},
-                                                   {string("00000000000000ab:00000000000000cd"), string("2100")}));
+                                                   {string("00000000000000ab:00000000000000cd"), string("2100")},
+                                                   {string("1102030405060708090a0b0c0d0e0f10"), string("2200")}));
   REQUIRE(s);
   CHECK(s->round.reserved == 3);
   CHECK(s->round.hosts == 2);
@@ -116,6 +124,27 @@ TEST_CASE("SYNC's answer is read field by field; anything else is refused") {
   CHECK(s->revoked[0].a == 0xab);
   CHECK(s->revoked[0].b == 0xcd);
   CHECK(s->revoked[0].until == 2100);
+  REQUIRE(s->full.size() == 1);
+  CHECK(s->full[0].a == 0x0807060504030211ull);
+  CHECK(s->full[0].until == 2200);
+  CHECK(s->removed == 7);
+  CHECK(s->marks == SyncReply::Marks::Lists);
+  // Changes since the host's copy, in order: a ban, a promotion taken off.
+  Reply changes = syncReply();
+  changes.elements[18] = integer(2);
+  changes.elements[19] = array({string("8 b 0102030405060708090a0b0c0d0e0f10 1900"), string("9 p 42:00000000000000ff -")});
+  s = parseSync(changes);
+  REQUIRE(s);
+  CHECK(s->marks == SyncReply::Marks::Changes);
+  REQUIRE(s->changes.size() == 2);
+  CHECK(s->changes[0].list == MarkList::Bans);
+  CHECK(s->changes[0].mark.a == 0x0807060504030201ull);
+  CHECK(s->changes[0].mark.until == 1900);
+  CHECK(s->changes[1].list == MarkList::Promoted);
+  CHECK(s->changes[1].mark.a == 42);
+  CHECK(s->changes[1].mark.until == 0);
+  changes.elements[19] = array({string("8 x 00 1")});
+  CHECK_FALSE(parseSync(changes));
   // Redis hands Lua numbers back as integers, but WITHSCORES as strings: both are read.
   CHECK(parseSync(syncReply({string("0102030405060708090a0b0c0d0e0f10"), integer(5)})));
   CHECK_FALSE(parseSync(syncReply({string("aa")})));  // a key without its end
@@ -126,26 +155,32 @@ TEST_CASE("SYNC's answer is read field by field; anything else is refused") {
   CHECK_FALSE(parseSync(bad));
 }
 
-TEST_CASE("FETCH's answer: the line's length, then returned, waiting and missed tickets, each section counted") {
+TEST_CASE("FETCH's answer: version, length, reset, more, who left, then the tickets placed with their numbers") {
   std::optional<FetchReply> f =
-      parseFetch(array({integer(3), integer(1), string("9"), string("0000000000000009:1600"),  // returned
-                        integer(3), string("12"), string("00000000000000ff:1700"), string("13"), string(""),
-                        string("14"), string("0000000000000001:1800"),                        // waiting
-                        integer(1), string("15"), string("0000000000000002:1900")}));        // missed
+      parseFetch(array({integer(17), integer(3), integer(0), integer(1), integer(2), string("5"), string("6"),
+                        integer(4),
+                        string("9"), string("b"), integer(40), string("0000000000000009:1600"),
+                        string("12"), string("w"), integer(41), string("00000000000000ff:1700:0102"),
+                        string("13"), string("w"), integer(42), string(""),  // half gone: skipped
+                        string("15"), string("m"), integer(43), string("0000000000000002:1900")}));
   REQUIRE(f);
+  CHECK(f->version == 17);
   CHECK(f->depth == 3);
-  REQUIRE(f->line.size() == 4);  // 13 is half gone: skipped
-  CHECK(f->line[0].id == 9);
-  CHECK(f->line[0].section == shm::LineSection::Returned);
-  CHECK(f->line[1].id == 12);
-  CHECK(f->line[1].nonce == 0xff);
-  CHECK(f->line[1].issued_ms == 1700);
-  CHECK(f->line[1].section == shm::LineSection::Waiting);
-  CHECK(f->line[2].id == 14);
-  CHECK(f->line[3].id == 15);
-  CHECK(f->line[3].section == shm::LineSection::Missed);
-  CHECK_FALSE(parseFetch(array({integer(1), integer(0), integer(1), string("12")})));  // a ticket cut short
-  CHECK_FALSE(parseFetch(array({integer(0), integer(0), integer(0)})));                 // a section missing
+  CHECK_FALSE(f->reset);
+  CHECK(f->more);
+  CHECK(f->gone == std::vector<uint64_t>{5, 6});
+  REQUIRE(f->placed.size() == 3);
+  CHECK(f->placed[0].entry.id == 9);
+  CHECK(f->placed[0].entry.section == shm::LineSection::Returned);
+  CHECK(f->placed[0].order == 40);
+  CHECK(f->placed[1].entry.nonce == 0xff);
+  CHECK(f->placed[1].entry.issued_ms == 1700);  // the client key after the issue time is not the host's
+  CHECK(f->placed[1].entry.section == shm::LineSection::Waiting);
+  CHECK(f->placed[2].entry.section == shm::LineSection::Missed);
+  CHECK_FALSE(parseFetch(array({integer(1), integer(0), integer(0), integer(0), integer(0), integer(1), string("12")})));
+  CHECK_FALSE(parseFetch(array({integer(1), integer(0), integer(0), integer(0), integer(2), string("5")})));
+  CHECK_FALSE(parseFetch(array({integer(1), integer(0), integer(0), integer(0), integer(0), integer(1), string("12"),
+                                string("x"), integer(1), string("0000000000000001:1")})));  // no such section
   CHECK_FALSE(parseFetch(array({})));
-  CHECK(parseFetch(array({integer(0), integer(0), integer(0), integer(0)}))->line.empty());
+  CHECK(parseFetch(array({integer(0), integer(0), integer(1), integer(0), integer(0), integer(0)}))->placed.empty());
 }

@@ -14,7 +14,7 @@ namespace {
 constexpr const char* kRoom = "n";
 
 int64_t notes(RedisEngine& e, std::vector<std::string> list, const std::string& epoch = "") {
-  std::vector<std::string> args = {"60000", "20000", epoch};
+  std::vector<std::string> args = {"60000", "20000", epoch, "0"};
   args.insert(args.end(), list.begin(), list.end());
   return num(e.eval(kNotesScript, notesKeys(kRoom), args));
 }
@@ -76,4 +76,33 @@ TEST_CASE("NOTES: promotions and ended sessions raise the marks; another epoch a
   CHECK(notes(e, {"E 1 0000000000000001 1"}, "e0") == -1);
   CHECK(num(e.command({"ZCARD", "n:line"})) == 0);
   CHECK(notes(e, {"E 1 0000000000000001 1"}, "e1") == 1);
+}
+
+TEST_CASE("NOTES: a client gets no more tickets in line than its limit, whichever host enrolls them") {
+  RedisEngine e;
+  const std::string c1 = "0102030405060708090a0b0c0d0e0f10", c2 = "ffeeddccbbaa99887766554433221100";
+  auto enroll = [&](const std::vector<std::string>& list) {
+    std::vector<std::string> args = {"60000", "20000", "", "2"};
+    args.insert(args.end(), list.begin(), list.end());
+    return num(e.eval(kNotesScript, notesKeys(kRoom), args));
+  };
+  CHECK(enroll({"E 1 0000000000000001 1000 " + c1, "E 2 0000000000000002 1000 " + c2}) == 2);
+  CHECK(e.command({"HGET", "n:tix", "1"}).str == "0000000000000001:1000:" + c1);
+  CHECK(e.command({"ZSCORE", "n:full", c1}).type == Reply::Type::Nil);
+  // The second ticket fills c1's share: marked full for every host.
+  CHECK(enroll({"E 3 0000000000000003 1000 " + c1}) == 1);
+  CHECK(e.command({"ZSCORE", "n:full", c1}).type != Reply::Type::Nil);
+  const int64_t marks = num(e.command({"GET", "n:marks"}));
+  // A third, issued by a host that had not learnt it yet: not enrolled.
+  CHECK(enroll({"E 4 0000000000000004 1000 " + c1}) == 0);
+  CHECK(strings(e.command({"ZRANGE", "n:line", "0", "-1"})) == std::vector<std::string>{"1", "2", "3"});
+  CHECK(num(e.command({"HGET", "n:clients", c1})) == 2);
+  // One of its tickets leaves: the mark goes, and so does the count.
+  CHECK(enroll({"L 1"}) == 1);
+  CHECK(e.command({"ZSCORE", "n:full", c1}).type == Reply::Type::Nil);
+  CHECK(num(e.command({"GET", "n:marks"})) > marks);
+  CHECK(num(e.command({"HGET", "n:clients", c1})) == 1);
+  CHECK(enroll({"E 5 0000000000000005 1000 " + c1}) == 1);
+  // Tickets enrolled without a client are not counted.
+  CHECK(enroll({"E 6 0000000000000006 1000", "E 7 0000000000000007 1000"}) == 2);
 }

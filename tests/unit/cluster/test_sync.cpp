@@ -3,7 +3,10 @@
 // which the line moves: turns, missed turns and the room's mode.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "cluster/engine.h"
+#include "common/clock.h"
 #include "redis_engine.h"
 
 using namespace concert;
@@ -37,13 +40,13 @@ SyncReply sync(RedisEngine& e, const SyncRequest& r) {
 }
 
 void enroll(RedisEngine& e, int count) {
-  std::vector<std::string> args = {"60000", "60000", ""};
+  std::vector<std::string> args = {"60000", "60000", "", "0"};
   for (int id = 1; id <= count; ++id) args.push_back("E " + std::to_string(id) + " 0000000000000001 1");
   REQUIRE(num(e.eval(kNotesScript, notesKeys(kRoom), args)) == count);
 }
 
 void note(RedisEngine& e, const std::string& n) {
-  e.eval(kNotesScript, notesKeys(kRoom), {"60000", "60000", "", n});
+  e.eval(kNotesScript, notesKeys(kRoom), {"60000", "60000", "", "0", n});
 }
 
 std::vector<std::string> zset(RedisEngine& e, const std::string& key) {
@@ -218,4 +221,96 @@ TEST_CASE("SYNC: a host's sale pre-queue holds the line for the room; in passthr
   r = sync(e, a);
   CHECK(r.round.horizon == 1);
   CHECK(zset(e, "ready") == std::vector<std::string>{"1"});
+}
+
+TEST_CASE("SYNC: a ban takes the client's tickets out of the line, whichever host enrolled them") {
+  RedisEngine e;
+  const std::string banned = "0102030405060708090a0b0c0d0e0f10", other = "ffeeddccbbaa99887766554433221100";
+  note(e, "E 1 0000000000000001 1 " + banned);
+  note(e, "E 2 0000000000000002 1 " + other);
+  note(e, "E 3 0000000000000003 1 " + banned);
+  note(e, "E 4 0000000000000004 1");
+  SyncRequest r = host("a", 1);  // the one slot is in use: nobody's turn comes
+  r.cap = 1;
+  r.push_cap = true;
+  SyncReply before = sync(e, r);
+  CHECK(before.round.depth == 4);
+  r.bans = {banned + ":" + std::to_string(unixSeconds() + 60)};
+  SyncReply after = sync(e, r);
+  CHECK(after.removed == 2);
+  CHECK(after.round.depth == 2);
+  CHECK(after.version > before.version);
+  CHECK(zset(e, "line") == std::vector<std::string>{"2", "4"});
+  CHECK(e.command({"HGET", std::string(kRoom) + ":tix", "1"}).type == Reply::Type::Nil);
+  CHECK(e.command({"HGET", std::string(kRoom) + ":clients", banned}).type == Reply::Type::Nil);
+  // The same ban sent again takes nothing more.
+  CHECK(sync(e, r).removed == 0);
+}
+
+TEST_CASE("SYNC: a host whose copy of the marks is current gets none; one a few changes behind gets just those") {
+  RedisEngine e;
+  SyncRequest r = host("a");
+  SyncReply first = sync(e, r);  // a host that never read them: every list
+  CHECK(first.marks == SyncReply::Marks::Lists);
+  r.marks_version = first.marks_version;
+  CHECK(sync(e, r).marks == SyncReply::Marks::None);
+  const int64_t until = unixSeconds() + 60;
+  note(e, "P 42 00000000000000ff " + std::to_string(until));
+  note(e, "V 00000000000000ab 00000000000000cd " + std::to_string(until));
+  SyncReply later = sync(e, r);
+  CHECK(later.marks == SyncReply::Marks::Changes);
+  CHECK(later.promoted.empty());
+  REQUIRE(later.changes.size() == 2);
+  CHECK(later.changes[0].list == MarkList::Promoted);
+  CHECK(later.changes[0].mark.a == 42);
+  CHECK(later.changes[0].mark.until == until);
+  CHECK(later.changes[1].list == MarkList::Revoked);
+  CHECK(later.marks_version == first.marks_version + 2);
+  // A host older than the log (or from another engine's life) gets every list again.
+  r.marks_version = -1;
+  SyncReply all = sync(e, r);
+  CHECK(all.marks == SyncReply::Marks::Lists);
+  CHECK(all.promoted.size() == 1);
+  CHECK(all.revoked.size() == 1);
+}
+
+TEST_CASE("SYNC: a pre-queue's tickets take random places once it closes, behind those placed before it") {
+  RedisEngine e;
+  enroll(e, 1);  // in line before the sale's pre-queue
+  SyncRequest a = host("a", 10);  // no slot free: nobody's turn
+  a.held = true;
+  a.shuffle = true;
+  sync(e, a);
+  std::vector<std::string> pre;
+  for (int id = 2; id <= 41; ++id) {
+    note(e, "E " + std::to_string(id) + " 0000000000000001 1");
+    pre.push_back(std::to_string(id));
+  }
+  CHECK(sync(e, a).shuffled == 0);  // still held: in arrival order
+  CHECK(zset(e, "line").size() == 41);
+  a.held = false;
+  SyncReply r = sync(e, a);
+  CHECK(r.shuffled == 40);
+  std::vector<std::string> line = zset(e, "line");
+  REQUIRE(line.size() == 41);
+  CHECK(line[0] == "1");
+  std::vector<std::string> placed(line.begin() + 1, line.end());
+  CHECK(placed != pre);
+  std::sort(placed.begin(), placed.end());
+  std::sort(pre.begin(), pre.end());
+  CHECK(placed == pre);
+  // Later arrivals go behind; the shuffle happens once.
+  note(e, "E 42 0000000000000001 1");
+  CHECK(sync(e, a).shuffled == 0);
+  CHECK(zset(e, "line").back() == "42");
+  // Without -shuffle-prequeue the pre-queue keeps its arrival order.
+  RedisEngine f;
+  a.held = true;
+  a.shuffle = false;
+  SyncReply held = parseSync(f.eval(kSyncScript, syncKeys(kRoom), syncArgs(a))).value();
+  CHECK(held.shuffled == 0);
+  f.eval(kNotesScript, notesKeys(kRoom), {"60000", "60000", "", "0", "E 7 0000000000000001 1", "E 5 0000000000000001 1"});
+  a.held = false;
+  CHECK(parseSync(f.eval(kSyncScript, syncKeys(kRoom), syncArgs(a))).value().shuffled == 0);
+  CHECK(strings(f.command({"ZRANGE", std::string(kRoom) + ":line", "0", "-1"})) == std::vector<std::string>{"7", "5"});
 }

@@ -404,6 +404,59 @@ TEST_CASE("-cluster: a redis URL, the room, the lease, and the shared secret it 
   CHECK(contains(generated.errors, "-cluster (flag): needs CONCERT_ADMIT_SECRET"));
 }
 
+TEST_CASE("-cluster: a redis+sentinel URL lists the sentinels in order and names the master") {
+  LoadResult three =
+      run({"-cluster", "redis+sentinel://10.0.0.1:26379,10.0.0.2:26380,sentinel-3/mymaster"}, withSecret());
+  const ClusterUrl& url = okConfig(three).cluster_url;
+  CHECK(url.viaSentinels());
+  CHECK(url.host.empty());
+  CHECK(url.master == "mymaster");
+  CHECK(url.db == 0);
+  REQUIRE(url.sentinels.size() == 3);
+  CHECK(url.sentinels[0].host == "10.0.0.1");
+  CHECK(url.sentinels[0].port == 26379);
+  CHECK(url.sentinels[1].host == "10.0.0.2");
+  CHECK(url.sentinels[1].port == 26380);
+  CHECK(url.sentinels[2].host == "sentinel-3");
+  CHECK(url.sentinels[2].port == 26379);  // the sentinels' default port
+
+  LoadResult one = run({"-cluster", "redis+sentinel://[::1]:5000/shop.redis-1/3"}, withSecret());
+  const ClusterUrl& v6 = okConfig(one).cluster_url;
+  REQUIRE(v6.sentinels.size() == 1);
+  CHECK(v6.sentinels[0].host == "::1");
+  CHECK(v6.sentinels[0].port == 5000);
+  CHECK(v6.master == "shop.redis-1");
+  CHECK(v6.db == 3);
+
+  // The same from the file and the environment.
+  TempDir dir;
+  const std::string file = dir.write("c.yaml", "cluster: \"redis+sentinel://a:1,b:2/m\"\n");
+  LoadResult yaml = run({"-c", file}, withSecret());
+  CHECK(okConfig(yaml).cluster_url.master == "m");
+  CHECK(okConfig(yaml).cluster_url.sentinels.size() == 2);
+  Environment env = withSecret();
+  env["CONCERT_CLUSTER"] = "redis+sentinel://a:1/m";
+  CHECK(okConfig(run({}, env)).cluster_url.sentinels.size() == 1);
+
+  // A redis:// URL has no sentinels.
+  LoadResult plain = run({"-cluster", "redis://10.0.0.5"}, withSecret());
+  CHECK_FALSE(okConfig(plain).cluster_url.viaSentinels());
+
+  for (const char* bad : {"redis+sentinel://", "redis+sentinel:///mymaster"})
+    expectFlagError("cluster", bad, "no sentinel listed");
+  for (const char* bad : {"redis+sentinel://h1:26379,h2:26379", "redis+sentinel://h1:26379/", "redis+sentinel://h1//2"})
+    expectFlagError("cluster", bad, "no master name");
+  for (const char* bad :
+       {"redis+sentinel://h1:0/m", "redis+sentinel://h1:65536/m", "redis+sentinel://h1:x/m", "redis+sentinel://h1:/m",
+        "redis+sentinel://h1,,h2/m", "redis+sentinel://h1,/m", "redis+sentinel://u@h1/m", "redis+sentinel://[::1/m"})
+    expectFlagError("cluster", bad, "is not a host with a port from 1 to 65535");
+  expectFlagError("cluster", "redis+sentinel://h1/m/16", "(db 0 to 15)");
+  expectFlagError("cluster", "redis+sentinel://h1/m/x", "(db 0 to 15)");
+  expectFlagError("cluster", "redis+sentinel://h1/m/", "(db 0 to 15)");
+  expectFlagError("cluster", "redis+sentinel://h1/m?db=1", "the master name is one word");
+  expectFlagError("cluster", "sentinel://h1/m", "redis+sentinel://host:port,host:port,.../master");
+}
+
 TEST_CASE("TestNormalize_ClampsRetryAfter") {
   LoadResult r;
   CHECK(expectFlagOk(r, "retry-after", "0").retry_after == 1);

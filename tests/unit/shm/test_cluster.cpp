@@ -173,19 +173,53 @@ TEST_CASE("a claim past a whole cap of older tickets counts as an inversion") {
   CHECK(seg->stats().snapshot().fifo_inversions_total == 1);
 }
 
-TEST_CASE("the engine away: open admits up to the host's share whoever comes, closed admits nobody") {
+TEST_CASE("the engine away: open moves this host's own line in ticket order up to its share, closed admits nobody") {
   auto open = makeCluster(10, true);
-  const TicketCookie t{42, 9};
-  publish(*open, {t}, 0, 0);
+  // The engine's line as last read: a (its holder is on another host), then b and c.
+  const TicketCookie a{41, 1}, b{42, 2}, c{43, 3};
+  publish(*open, {a, b, c}, 0, 0);
   open->cluster().setState(ClusterState::Down);
+  open->pages().setShare(1);
+  const Millis now = monotonicMs();
+  CHECK(open->line().render(b, now, kTtl).position == 2);  // b's and c's holders are seen here
+  CHECK(open->line().render(c, now, kTtl).position == 3);
+  // A ticket issued here while the engine is away: at the back of this host's line, shown no position.
+  const Issued d = open->line().issue(0, 0, now);
+  REQUIRE(d.outcome == IssueOutcome::Queued);
+  const std::vector<ClusterLineEntry> unplaced = {{d.cookie.ticket, d.cookie.nonce, 0, LineSection::Waiting}};
+  open->cluster().publishAway(unplaced, now);
+  // One slot free: turns up to the first holder seen here (b); a does not hold this host's line.
+  CHECK(open->line().render(b, now, kTtl).state == TicketState::Ready);
+  CHECK(open->cluster().horizon() == 2);  // a is ranked within it (had its holder come here, it would be in turn)
+  TicketView cv = open->line().render(c, now, kTtl);
+  CHECK(cv.state == TicketState::Waiting);
+  CHECK(cv.position == 3);  // positions stand still while the engine is away: none can grow
+  TicketView dv = open->line().render(d.cookie, now, kTtl);
+  CHECK(dv.state == TicketState::Waiting);
+  CHECK_FALSE(dv.placed);
+  // b's turn: a slot, then the claim, which the slot it now holds does not undo.
+  REQUIRE(open->pages().tryAcquire(0));
+  CHECK(open->line().claim(b));
+  open->cluster().publishAway(unplaced, now);
+  CHECK(open->line().render(c, now, kTtl).state == TicketState::Waiting);  // the share is spent
+  open->pages().release(0);
+  open->cluster().publishAway(unplaced, now);
+  CHECK(open->line().render(c, now, kTtl).state == TicketState::Ready);
+  CHECK(open->line().render(d.cookie, now, kTtl).state == TicketState::Waiting);
   open->pages().setShare(2);
-  CHECK(open->line().render(t, 0, kTtl).state == TicketState::Ready);
-  CHECK(open->line().render(TicketCookie{1234, 5}, 0, kTtl).state == TicketState::Ready);  // never listed
-  REQUIRE(open->pages().tryAcquire(0));
-  REQUIRE(open->pages().tryAcquire(0));
-  CHECK(open->line().render(t, 0, kTtl).state == TicketState::Waiting);  // the share is spent
+  open->cluster().publishAway(unplaced, now);
+  dv = open->line().render(d.cookie, now, kTtl);
+  CHECK(dv.state == TicketState::Ready);
+  CHECK_FALSE(dv.placed);
+  // A ticket never listed and not issued here is not in this host's line.
+  CHECK(open->line().render(TicketCookie{1234, 5}, now, kTtl).state == TicketState::Waiting);
+  // The line as re-enrolled once the engine is back leaves the Local tickets to their notes.
+  std::vector<ClusterLineEntry> copy = open->cluster().mirrored();
+  REQUIRE(copy.size() == 4);
+  CHECK(copy[3].section == LineSection::Local);
 
   auto closed = makeCluster(10, false);
+  const TicketCookie t{42, 9};
   publish(*closed, {t}, 5, 0);
   closed->cluster().setState(ClusterState::Down);
   closed->pages().setShare(0);
