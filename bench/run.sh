@@ -23,6 +23,10 @@
 #           per admission and per poll, an offered-rate sweep
 #           (bench/cluster.py) -> results/cluster.md; skipped with a message
 #           when redis-server is not installed
+#   chaos   three hosts under looping visitors with random faults (agents and
+#           the engine stopped, killed, restarted empty; hosts killed;
+#           reloads), CHAOS_SECONDS (300) of them, fail open: the test suite's
+#           chaos test run longer; fails the run on any broken promise
 #
 #   bash bench/run.sh BUILD_DIR
 #
@@ -31,7 +35,7 @@
 # CHURN_CAP (origin concurrency N of the churn section, default 20; wrk uses 2N
 # connections), QUEUE_N (visitor counts for the queue-scale run, default
 # 1000,10000,100000,1000000), QUEUE_POLL_SECONDS (seconds per poll phase,
-# default 15), BENCH_SKIP (comma list of shm,model,e2e,churn,queue,cluster), MODEL_STEPS, BENCH_NICE (run
+# default 15), BENCH_SKIP (comma list of shm,model,e2e,churn,queue,cluster,chaos), MODEL_STEPS, BENCH_NICE (run
 # every benchmark process at this nice level, e.g. -5 as root on a machine that
 # is busy with other work; every setup gets the same level; with the kernel's
 # session autogroups the session's group nice is set too, since plain nice only
@@ -43,7 +47,8 @@
 # CLUSTER_SWEEP_LEASES (4,64), CLUSTER_STEP_SECONDS (8), CLUSTER_STEP_WARMUP (2).
 #
 # With the defaults the whole run takes about 7 minutes on a 2-CPU machine
-# (shm ~1, e2e ~2, churn ~1, queue ~3.5), plus about 4 for the cluster section;
+# (shm ~1, e2e ~2, churn ~1, queue ~3.5), plus about 4 for the cluster section
+# and 5.5 for chaos;
 # each section prints its own time.
 #
 # Everything runs on 127.0.0.1. The Python drivers stop what they start; if they
@@ -202,6 +207,19 @@ if ! skip cluster; then
     echo "redis-server not installed (apt-get install redis-server): skipped"
   fi
   section_end cluster
+fi
+
+if ! skip chaos; then
+  echo "== chaos for hosts sharing a line (tests/integration/test_cluster_chaos.py, fail open, ${CHAOS_SECONDS:-300} s)"
+  section_start
+  if command -v redis-server >/dev/null 2>&1; then
+    CHAOS_BIN="$(cd "$(dirname "$CONCERT")" && pwd)/$(basename "$CONCERT")"
+    (cd "$HERE/../tests/integration" && CHAOS_SECONDS="${CHAOS_SECONDS:-300}" CONCERT_BIN="$CHAOS_BIN" \
+      PYTHONPATH=../lib python3 -m unittest -v test_cluster_chaos.ClusterChaosTest.test_fail_open) || status=1
+  else
+    echo "redis-server not installed (apt-get install redis-server): skipped"
+  fi
+  section_end chaos
 fi
 
 echo "results: $HERE/results/ (whole run: $((SECONDS - RUN_START)) s)"

@@ -130,6 +130,9 @@ constexpr CounterHelp kCounterHelp[] = {
     {Counter::AbuseBansTotal, "Clients banned."},
     {Counter::ClientTableFullTotal, "Requests not tracked per client because the client table was full."},
     {Counter::ProxyProtocolRejectedTotal, "Connections refused for a bad PROXY protocol header."},
+    {Counter::ConnectionsFloodedTotal,
+     "Connections closed while waiting in line (held request, event stream) for sending more than a request head "
+     "ahead."},
     {Counter::FifoInversionsTotal, "Line admissions of a ticket with a whole cap of waiting tickets ahead of it."},
 };
 

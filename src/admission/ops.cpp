@@ -90,7 +90,9 @@ http::LocalResponse handleStats(const AdmissionContext& context, const http::Req
   // Every gauge (shm/gauges.h) and counter (shm/counters.h) of the tables
   // under its key, and the upstream; keys in sorted order, as Go's
   // encoding/json writes a map.
-  std::vector<std::pair<std::string_view, StatsValue>> fields = {{"upstream", config.upstream.raw}};
+  std::vector<std::pair<std::string_view, StatsValue>> fields;
+  fields.reserve(shm::kCounterCount + 64);
+  fields.emplace_back("upstream", config.upstream.raw);
 #define CONCERT_GAUGE_STATS(key, kind, source, metric, help)    \
   if (shm::gaugeReported(shm::GaugeSource::source, s.cluster)) \
     fields.emplace_back(#key, gaugeStatsValue<shm::GaugeKind::kind>(s.key));

@@ -600,6 +600,7 @@ class Agent {
     in_round_ = false;
     shm::ClusterRound& round = sync_.round;
     round.lease_until_ms = leaseEnd();
+    round.cap = 0;  // the engine's cap was taken in onSync, unless this host changed it during the round
     const bool was_up = cluster_.state() == shm::ClusterState::Up;
     // The share first: the held requests the publication wakes find their slots.
     segment_.pages().setShare(static_cast<int32_t>(std::clamp<int64_t>(round.reserved, 0, INT32_MAX)));

@@ -13,7 +13,11 @@
 --                       ticket is not enrolled (its host finds it gone), and
 --                       the client is marked full (P:full) so every host
 --                       refuses it a ticket until one of its tickets leaves
---   R id nonce issued   re-enroll after a loss (deadline from the TTL)
+--   R id nonce issued   re-enroll after a loss (deadline from the first-poll
+--                       grace: every host re-enrolls its copy, and a copy a
+--                       little old lists tickets that left meanwhile; their
+--                       holders are gone and never renew it, the others'
+--                       touch it within seconds)
 --   T id                touch: its holder asked for the page (a missed turn returns, once)
 --   K id                keep: its holder is still here (a poll, a stream, a hold)
 --   W id                its turn came and its holder is here, but the host's
@@ -95,7 +99,7 @@ for i = first_note, #ARGV do
       else
         redis.call('HSET', tix_key, id, nonce .. ':' .. issued)
       end
-      redis.call('ZADD', seen_key, now + (kind == 'E' and grace or ttl), id)
+      redis.call('ZADD', seen_key, now + grace, id)
       -- enrolled while a sale's pre-queue holds the line: shuffled when it closes (sync.lua)
       if held then redis.call('SADD', pre_key, id) end
       changed = changed + 1

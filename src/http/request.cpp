@@ -40,6 +40,18 @@ std::optional<std::string_view> queryValue(std::string_view query, std::string_v
   return std::nullopt;
 }
 
+void Request::keepForLog() {
+  Headers kept;
+  for (Header& h : headers)
+    if (equalsIgnoreCase(h.name, "Referer") || equalsIgnoreCase(h.name, "User-Agent")) kept.push_back(std::move(h));
+  kept.shrink_to_fit();
+  headers.swap(kept);
+  for (std::string* s : {&raw_path, &query}) {
+    s->clear();
+    s->shrink_to_fit();
+  }
+}
+
 std::string joinHeader(const Headers& headers, std::string_view name, std::string_view sep) {
   std::string out;
   bool first = true;

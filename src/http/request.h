@@ -60,6 +60,10 @@ struct Request {
 
   std::string_view header(std::string_view name) const { return findHeader(headers, name); }
   bool hasBody() const { return chunked || content_length > 0; }
+  // Keeps only what the access line needs (Referer, User-Agent) and gives
+  // the rest's memory back: a request that waits long (an event stream)
+  // holds no more than that.
+  void keepForLog();
 };
 
 }  // namespace concert::http

@@ -81,6 +81,10 @@ int64_t ClusterLine::horizon() const {
   return layout_->cluster->horizon.load(std::memory_order_seq_cst);
 }
 
+int64_t ClusterLine::engineHorizon() const {
+  return layout_->cluster->engine_horizon.load(std::memory_order_relaxed);
+}
+
 uint64_t ClusterLine::roundTrips() const {
   return layout_->cluster->round_trips.load(std::memory_order_relaxed);
 }
@@ -282,6 +286,7 @@ void ClusterLine::publish(const ClusterRound& round, const std::vector<ClusterLi
   area.hosts.store(round.hosts, std::memory_order_relaxed);
   area.reserved.store(round.reserved, std::memory_order_relaxed);
   area.horizon.store(round.horizon, std::memory_order_seq_cst);
+  area.engine_horizon.store(round.horizon, std::memory_order_relaxed);
   area.depth.store(round.depth, std::memory_order_seq_cst);
   if (round.cap >= 1) area.cap.store(round.cap, std::memory_order_seq_cst);
   area.refreshed_ms.store(now, std::memory_order_relaxed);
@@ -338,10 +343,19 @@ TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, Contact con
   TicketView v;
   const Found f = find(cookie, now);
   if (f.where == Where::Gone) return v;
+  const bool up = state() == ClusterState::Up;
   if (f.where == Where::Ranked) {
     v.raw_position = f.position;
     v.state = f.section != LineSection::Missed && ready(f.rank) ? TicketState::Ready : TicketState::Waiting;
-    v.placed = f.section != LineSection::Local;
+    // With the engine away this host's copy stops where its last round left
+    // it, and another host's may be newer: no position rather than one that
+    // could grow from one host to the next.
+    v.placed = up && f.section != LineSection::Local;
+    // Its turn had come by the engine's last word and its holder is here, but
+    // this host cannot let it in now: the engine restarts the turn's clock
+    // once back, so the turn is not counted missed for the outage.
+    if (!up && v.state == TicketState::Waiting && f.section != LineSection::Missed && f.rank < engineHorizon())
+      waitNote(cookie, now);
   } else {
     v.raw_position = layout_->cluster->depth.load(std::memory_order_relaxed) + 1;
     v.state = TicketState::Waiting;

@@ -83,7 +83,13 @@
 // (cap / hosts) less the slots in use, as the gate lets the line use it.
 // Tickets of other hosts' visitors in between do not hold the line here.
 // Once the engine answers, the agent sends what happened (enrolments and
-// departures) and copies the engine's line again.
+// departures) and copies the engine's line again. While the engine is away
+// (either mode, or this host's lease lapsed) no position is shown: this
+// host's copy stops where its last round left it and another host's may be
+// newer, so a position could grow from one host to the next. A holder whose
+// turn had come by the engine's last horizon, seen here while this host
+// cannot let it in, sends a Wait note: the engine restarts the turn's clock
+// once back, and the outage costs nobody their turn.
 //
 // Readiness and the cap. The engine sums every host's free slots into the
 // horizon (slots free across all hosts: the global cap less what is in
@@ -264,6 +270,7 @@ class ClusterLine final : public Handle, public Line {
   int32_t hosts() const;
   int64_t reserved() const;
   int64_t horizon() const;
+  int64_t engineHorizon() const;  // the engine's last (horizon() is this host's own while it is away)
   uint64_t roundTrips() const;
   bool failOpen() const;
 

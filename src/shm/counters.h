@@ -106,7 +106,8 @@
   X(UpstreamErrorsConnectTotal, upstream_errors_connect_total) \
   X(UpstreamErrorsTimeoutTotal, upstream_errors_timeout_total) \
   X(UpstreamErrorsResetTotal, upstream_errors_reset_total)   \
-  X(TimeoutsQueueHoldTotal, timeouts_queue_hold_total)
+  X(TimeoutsQueueHoldTotal, timeouts_queue_hold_total)       \
+  X(ConnectionsFloodedTotal, connections_flooded_total)
 
 namespace concert::shm {
 

@@ -96,7 +96,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 16;
+constexpr uint32_t kLayoutVersion = 17;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -450,6 +450,7 @@ struct alignas(64) ClusterArea {
   std::atomic<int32_t> hosts;               // agent: hosts last seen (this one included)
   std::atomic<int64_t> reserved;            // agent: slots this host holds from the global cap
   std::atomic<int64_t> horizon;             // agent: tickets ranked below it may take a slot
+  std::atomic<int64_t> engine_horizon;      // agent: the engine's last horizon (horizon, unless it is away)
   std::atomic<int64_t> depth;               // agent: the engine's line, everyone waiting
   std::atomic<int64_t> refreshed_ms;        // agent: when the mirror was last published (monotonic ms)
   std::atomic<int64_t> lease_until_ms;      // agent: the reservation is used until then (monotonic ms; 0: no end)

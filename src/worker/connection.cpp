@@ -81,7 +81,9 @@ void ClientConnection::onClientRead(Stream&, void* arg) {
       case State::Tunnel: c->exchange_.tunnelPump(); break;
       case State::Lingering: c->client_.consumeAll(); break;
       case State::Parked:
-      case State::EventStream:  // nothing is read from a stream's client but its end
+      case State::EventStream:  // nothing is read from a waiting client but its end and one head ahead
+        c->flooded();
+        break;
       case State::Closing: break;
     }
   })
@@ -364,12 +366,18 @@ void ClientConnection::runGuard(Millis now) {
   const bool was_parked = state_ == State::Parked;
   switch (decision.kind) {
     case admission::Admission::Kind::Proceed:
-      if (was_parked) host_.unpark(this);
+      if (was_parked) {
+        host_.unpark(this);
+        normalReads();
+      }
       extra_headers_ = std::move(decision.response_headers);
       startProxy();
       return;
     case admission::Admission::Kind::Respond:
-      if (was_parked) host_.unpark(this);
+      if (was_parked) {
+        host_.unpark(this);
+        normalReads();
+      }
       state_ = State::ReadingHead;
       respondLocal(std::move(decision.response), false);
       return;
@@ -380,6 +388,7 @@ void ClientConnection::runGuard(Millis now) {
       park_deadline_ = decision.deadline;
       state_ = State::Parked;
       host_.park(this, decision.held_ticket);
+      if (!was_parked) waitReads();
       return;
   }
 }
@@ -391,6 +400,7 @@ void ClientConnection::recheckAdmission(Millis now) {
       http::LocalResponse response = guard_->timedOut(request_, now);
       outcome_ = guard_->outcome();
       host_.unpark(this);
+      normalReads();
       state_ = State::ReadingHead;
       respondLocal(std::move(response), false);
     } else {
@@ -415,6 +425,9 @@ void ClientConnection::openEvents(Millis now) {
     endStream();
     return;
   }
+  waitReads();
+  if (closed_) return;
+  request_.keepForLog();
   host_.addStream(this, stream_.ticket());
   ensureTimer(now + host_.config().send_timeout);
   if (host_.draining()) recheckStream(now, false);  // ends it at once
@@ -435,7 +448,25 @@ bool ClientConnection::recheckStream(Millis now, bool tick, bool may_send_positi
 
 void ClientConnection::endStream() {
   host_.removeStream(this);
+  normalReads();
   endRequest(stream_.finish());
+}
+
+void ClientConnection::waitReads() {
+  client_.setReadLimit(body_.done() ? kWaitingReadAhead : kHighWater);
+  client_.trim();
+  flooded();
+}
+
+void ClientConnection::normalReads() {
+  client_.setReadLimit(kHighWater);
+}
+
+bool ClientConnection::flooded() {
+  if (closed_ || !body_.done() || client_.input().size() < kWaitingReadAhead) return false;
+  host_.admission().segment->stats().count(shm::Counter::ConnectionsFloodedTotal);
+  close();
+  return true;
 }
 
 // ------------------------------------------------------------ responses

@@ -32,7 +32,12 @@
 // re-arms for the next, so a busy connection rarely touches it.
 //
 // Requests on one connection are handled strictly one at a time; pipelined
-// bytes wait in the input buffer (bounded by the read watermark). Every way a
+// bytes wait in the input buffer (bounded by the read watermark). A
+// connection waiting in line (Parked, EventStream) reads at most
+// kWaitingReadAhead bytes ahead, one request head, in a small buffer; one
+// that sends more is closed and counted (connections_flooded_total), so a
+// waiting visitor costs a few KiB whatever it sends. Its own request's body,
+// not read yet, is bounded by the usual mark instead. Every way a
 // request ends goes through endRequest() or close(), which call
 // releaseSlots(): the guard's release() runs exactly once. Memory is freed on
 // the next loop turn after close(), so a callback that closed the
@@ -144,6 +149,11 @@ class ClientConnection final : private OriginExchange::Client {
   void startProxy();
   void openEvents(Millis now);
   void endStream();
+  // Waiting in line: the small read-ahead, or back to the usual mark.
+  void waitReads();
+  void normalReads();
+  // A waiting connection sent more than a request head ahead: closed, counted.
+  bool flooded();
 
   ConnectionHost& host_;
   int fd_;

@@ -71,6 +71,7 @@ bool OriginExchange::connect(bool allow_idle) {
   conn->parser.reset();
   conn->stream.setCallbacks(&OriginExchange::onRead, &OriginExchange::onWrite, &OriginExchange::onEvent, this);
   conn->stream.setWriteLowWater(kLowWater);
+  conn->stream.setReadLimit(kHighWater);
   conn->stream.enableRead();
   scratch_.clear();
   buildUpstreamRequestHead(client_.request(), config_, scratch_);
@@ -447,7 +448,9 @@ void OriginExchange::relayBody() {
       return;
     }
     Stream& origin = upstream_->stream;
-    size_t avail = origin.input().size();
+    // What the client's output has room for: it never grows past the mark.
+    const size_t room = detached_ ? SIZE_MAX : kHighWater - client.pendingOutput();
+    size_t avail = std::min(origin.input().size(), room);
     if (avail == 0) return;
     switch (body_) {
       case BodyFraming::Length: {
@@ -467,7 +470,7 @@ void OriginExchange::relayBody() {
       }
       case BodyFraming::UntilClose:
         if (detached_) {
-          origin.consume(avail);
+          origin.consume(origin.input().size());
           break;
         }
         if (framing_ == ClientFraming::Chunked) client.writeChunkHeader(avail);
@@ -476,7 +479,7 @@ void OriginExchange::relayBody() {
         *sent_ += avail;
         break;
       case BodyFraming::Chunked: {
-        size_t consumed = 0;
+        size_t consumed = 0;  // the chunks' data within `room`; their framing on top
         http::ParseStatus s = upstream_->parser.feedChunked(origin.input().data(), avail, &consumed,
                                                             &OriginExchange::onChunk, this);
         origin.consume(consumed);
@@ -544,14 +547,15 @@ void OriginExchange::tunnelPump() {
   // Each direction moves only while its destination is below the watermark;
   // a full destination stops reading its source until it drains.
   if (origin.pendingOutput() < kHighWater) {
-    origin.writeFrom(client, client.input().size());
+    origin.writeFrom(client, std::min(client.input().size(), kHighWater - origin.pendingOutput()));
     client.enableRead();
   } else {
     client.disableRead();
   }
   if (client.pendingOutput() < kHighWater) {
-    *sent_ += origin.input().size();
-    client.writeFrom(origin, origin.input().size());
+    const size_t n = std::min(origin.input().size(), kHighWater - client.pendingOutput());
+    *sent_ += n;
+    client.writeFrom(origin, n);
     origin.enableRead();
   } else {
     origin.disableRead();

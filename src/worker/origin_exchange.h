@@ -59,9 +59,16 @@ enum class OriginError {
 };
 
 // Buffer limits (bytes): reading from one side stops while the other side's
-// output holds more than kHighWater, and resumes below kLowWater.
-constexpr size_t kHighWater = 256 * 1024;
-constexpr size_t kLowWater = 64 * 1024;
+// output holds kHighWater, and resumes below kLowWater. A relay moves at
+// most what the destination's output has room for under kHighWater, and an
+// origin connection reads at most kHighWater ahead of it, so a response
+// toward a client that stopped reading holds one block (stream.h) on each
+// side: about 32 KiB in all, whatever the response's size (HAProxy's
+// tune.bufsize is the same 16 KiB per direction).
+constexpr size_t kHighWater = 16 * 1024;
+constexpr size_t kLowWater = 8 * 1024;
+// A connection waiting in line reads this far ahead at most (connection.h).
+constexpr size_t kWaitingReadAhead = 4 * 1024;
 
 class OriginExchange {
  public:

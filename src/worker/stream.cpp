@@ -44,8 +44,12 @@ struct FlushQueue {
 
 // Buffers start as one 16 KiB block from a small per-thread free list:
 // connections that go idle give their blocks back (Stream::trim) and the
-// next request takes one again without touching malloc.
+// next request takes one again without touching malloc. A buffer that needs
+// more grows a block at a time (never by doubling), to what it holds; one
+// whose stream reads at most kSmall ahead (a connection waiting in line)
+// starts at kSmall.
 constexpr size_t kBlock = 16 * 1024;
+constexpr size_t kSmall = 4 * 1024;
 constexpr size_t kMaxFreeBlocks = 256;
 
 struct BlockList {
@@ -108,6 +112,23 @@ void Buffer::release() {
   cap_ = begin_ = end_ = 0;
 }
 
+void Buffer::shrink() {
+  const size_t used = size();
+  if (cap_ <= kSmall || used > kSmall) return;
+  if (used == 0) {
+    release();
+    return;
+  }
+  char* small = static_cast<char*>(std::malloc(kSmall));
+  if (!small) return;
+  std::memcpy(small, buf_ + begin_, used);
+  giveBlock(buf_, cap_);
+  buf_ = small;
+  cap_ = kSmall;
+  begin_ = 0;
+  end_ = used;
+}
+
 char* Buffer::reserve(size_t len) {
   if (cap_ - end_ >= len) return buf_ + end_;
   const size_t used = size();
@@ -117,7 +138,8 @@ char* Buffer::reserve(size_t len) {
     end_ = used;
     return buf_ + end_;
   }
-  size_t cap = std::max({cap_ * 2, used + len, kBlock});
+  const size_t need = used + len;
+  const size_t cap = cap_ == 0 && need <= kSmall ? kSmall : (need + kBlock - 1) / kBlock * kBlock;
   char* grown = cap == kBlock ? takeBlock() : static_cast<char*>(std::malloc(cap));
   if (!grown) throw std::bad_alloc();
   if (used) std::memcpy(grown, buf_ + begin_, used);
@@ -298,8 +320,14 @@ void Stream::writeFrom(Stream& source, size_t len) {
 }
 
 void Stream::trim() {
-  if (in_.empty()) in_.release();
+  in_.shrink();
   if (out_.empty()) out_.release();
+}
+
+void Stream::setReadLimit(size_t limit) {
+  const bool was_full = in_.size() >= read_limit_;
+  read_limit_ = limit ? limit : SIZE_MAX;
+  if (was_full && in_.size() < read_limit_ && readable_ && read_enabled_ && ev_) event_active(ev_, EV_READ, 0);
 }
 
 void Stream::shutdownWrite() {
@@ -430,8 +458,10 @@ void Stream::readInput() {
   // Each read is handed to the owner before the next one, so what a stream
   // buffers stays near one read beyond the owner's own limits.
   while (read_enabled_ && readable_ && in_.size() < read_limit_) {
-    char* at = in_.reserve(kReadChunk);
-    const size_t room = std::min(in_.spare(), kMaxRead);
+    // Never past the read limit: what a stream holds unread is bounded by it.
+    const size_t wanted = std::min(kReadChunk, read_limit_ - in_.size());
+    char* at = in_.reserve(wanted);
+    const size_t room = std::min({in_.spare(), kMaxRead, read_limit_ - in_.size()});
     ssize_t n;
     if (ssl_) {
       ERR_clear_error();

@@ -63,6 +63,7 @@ class Buffer {
   void drain(size_t len);
   void clear() { begin_ = end_ = 0; }
   void release();  // clear and give the memory back
+  void shrink();   // a few bytes in a larger buffer: into a small one
 
   // At least `len` writable bytes after the data; commit() what was filled.
   char* reserve(size_t len);
@@ -99,7 +100,9 @@ class Stream {
   void close();
 
   void setCallbacks(DataCallback read, DataCallback write, EventCallback event, void* arg);
-  void setReadLimit(size_t limit) { read_limit_ = limit ? limit : SIZE_MAX; }
+  // Reading stops while the input holds `limit` bytes (0: no limit); a
+  // higher limit resumes it at once.
+  void setReadLimit(size_t limit);
   void setWriteLowWater(size_t low) { low_water_ = low; }
   void enableRead();
   void disableRead() { read_enabled_ = false; }
@@ -122,7 +125,8 @@ class Stream {
   // some, 0 when nothing is stuck (the send timeout's clock).
   Millis stalledSince() const { return out_.empty() ? 0 : stalled_since_; }
   // Gives back the memory of empty buffers (an idle keep-alive connection
-  // then costs no buffer space until its next request).
+  // then costs no buffer space until its next request), and moves a few
+  // unread bytes out of a whole block (a connection waiting in line).
   void trim();
 
   // Stops sending (FIN) once the output is flushed; the caller checks

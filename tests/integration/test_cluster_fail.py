@@ -27,6 +27,7 @@ import threading
 import time
 import unittest
 
+from chaos import most_at_once
 from concert_harness import wait_for
 from test_cluster_hosts import ClusterHostsBase, stats_or_empty
 from visitor import Visitor, in_thread
@@ -44,22 +45,6 @@ def cpu_seconds(pids):
         except (OSError, IndexError, ValueError):
             pass
     return total / CLOCK_TICKS
-
-
-def most_at_once(requests, since, until):
-    """The most requests of `requests` (origin records) in flight at once between `since` and `until`."""
-    edges = []
-    for r in requests:
-        start, end = r["time"], r["done"] or time.time()
-        if end <= since or start >= until:
-            continue
-        edges += [(max(start, since), 1), (min(end, until), -1)]
-    edges.sort(key=lambda e: (e[0], e[1]))
-    now = best = 0
-    for _, d in edges:
-        now += d
-        best = max(best, now)
-    return best
 
 
 class ClusterFailTest(ClusterHostsBase):

@@ -12,7 +12,8 @@ requests in flight at once, overall and for page paths. Behaviour by path:
                       ?gate=NAME / ?timeout=S), then the rest
   /ws                 with Upgrade: 101 Switching Protocols, then echo bytes until EOF
   /echo               echo the request body (Content-Type preserved)
-  /big?n=BYTES        BYTES of deterministic data, Content-Length framed
+  /big?n=BYTES        BYTES of deterministic data, Content-Length framed (over 1 MiB: streamed
+                      as fast as it is taken, counted in flight until its last byte)
   /chunked?n=BYTES    BYTES of deterministic data, chunked
   /status?code=N      answer with that status
   /cookies            two Set-Cookie headers
@@ -209,7 +210,24 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/echo":
             return self._send(200, body, self.headers.get("Content-Type", "application/octet-stream"))
         if path == "/big":
-            return self._send(200, pattern(int(qs.get("n", ["1048576"])[0])), "application/octet-stream")
+            n = int(qs.get("n", ["1048576"])[0])
+            if n <= 1 << 20:
+                return self._send(200, pattern(n), "application/octet-stream")
+            # Larger: streamed a block at a time (the pattern repeats every 16 KiB), as fast as it is taken.
+            block = pattern(16384)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            sent = 0
+            try:
+                while sent < n:
+                    k = min(len(block), n - sent)
+                    self.wfile.write(block[:k])
+                    sent += k
+            except OSError:
+                pass
+            return None
         if path == "/chunked":
             n = int(qs.get("n", ["100000"])[0])
             data = pattern(n)

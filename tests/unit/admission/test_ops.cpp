@@ -53,6 +53,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "banned_clients",
                                        "cap",
                                        "client_table_full_total",
+                                       "connections_flooded_total",
                                        "connections_refused_total",
                                        "evicted_banned_total",
                                        "evicted_removed_total",
@@ -131,7 +132,7 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
         "\"asset_global_throttled_total\":107,\"asset_in_flight\":0,\"asset_served_total\":104,"
         "\"asset_user_cap_h1\":8,\"asset_user_cap_h2\":128,\"asset_user_throttled_total\":106,"
         "\"asset_users\":0,\"banned_clients\":0,\"cap\":1,\"client_table_full_total\":126,"
-        "\"connections_refused_total\":115,\"evicted_banned_total\":142,\"evicted_removed_total\":143,"
+        "\"connections_flooded_total\":153,\"connections_refused_total\":115,\"evicted_banned_total\":142,\"evicted_removed_total\":143,"
         "\"evicted_total\":101,\"evicted_ttl_total\":141,\"fifo_inversions_total\":129,\"generation\":1,"
         "\"ghost_evicted_total\":114,\"invitations_used_total\":135,\"live_queue_depth\":0,"
         "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,"

@@ -193,7 +193,7 @@ TEST_CASE("the engine away: open moves this host's own line in ticket order up t
   CHECK(open->cluster().horizon() == 2);  // a is ranked within it (had its holder come here, it would be in turn)
   TicketView cv = open->line().render(c, now, kTtl);
   CHECK(cv.state == TicketState::Waiting);
-  CHECK(cv.position == 3);  // positions stand still while the engine is away: none can grow
+  CHECK_FALSE(cv.placed);  // no position while the engine is away: another host's copy may be newer
   TicketView dv = open->line().render(d.cookie, now, kTtl);
   CHECK(dv.state == TicketState::Waiting);
   CHECK_FALSE(dv.placed);
