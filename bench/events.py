@@ -236,7 +236,8 @@ def measure(args, tmp, procs, pin, origin):
     proc, port, log_path = benchlib.start_concert(
         procs, tmp, pin, args.binary,
         ["-upstream", "http://127.0.0.1:%d" % origin.port, "-workers", "1", "-cap", "1",
-         "-max-queue", str(n + m + w + 100), "-token-ttl", "1h"], tag="concert-events")
+         "-max-queue", str(n + m + w + 100), "-token-ttl", "1h", "-max-connections", str(n + 200)],
+        tag="concert-events")
     worker = worker_pid(proc.pid)
     holder = socket.create_connection(("127.0.0.1", port))
     holder.sendall(b"GET /hold HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")

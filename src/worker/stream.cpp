@@ -45,9 +45,9 @@ struct FlushQueue {
 // Buffers start as one 16 KiB block from a small per-thread free list:
 // connections that go idle give their blocks back (Stream::trim) and the
 // next request takes one again without touching malloc. A buffer that needs
-// more grows a block at a time (never by doubling), to what it holds; one
-// whose stream reads at most kSmall ahead (a connection waiting in line)
-// starts at kSmall.
+// more grows a block at a time (never by doubling), to what it holds; the
+// input of a stream that reads at most kSmall ahead (a connection waiting
+// in line) starts at kSmall.
 constexpr size_t kBlock = 16 * 1024;
 constexpr size_t kSmall = 4 * 1024;
 constexpr size_t kMaxFreeBlocks = 256;
@@ -129,7 +129,7 @@ void Buffer::shrink() {
   end_ = used;
 }
 
-char* Buffer::reserve(size_t len) {
+char* Buffer::reserve(size_t len, bool small) {
   if (cap_ - end_ >= len) return buf_ + end_;
   const size_t used = size();
   if (begin_ > 0 && cap_ - used >= len) {  // room enough once the unread bytes move to the front
@@ -139,7 +139,7 @@ char* Buffer::reserve(size_t len) {
     return buf_ + end_;
   }
   const size_t need = used + len;
-  const size_t cap = cap_ == 0 && need <= kSmall ? kSmall : (need + kBlock - 1) / kBlock * kBlock;
+  const size_t cap = small && cap_ == 0 && need <= kSmall ? kSmall : (need + kBlock - 1) / kBlock * kBlock;
   char* grown = cap == kBlock ? takeBlock() : static_cast<char*>(std::malloc(cap));
   if (!grown) throw std::bad_alloc();
   if (used) std::memcpy(grown, buf_ + begin_, used);
@@ -460,7 +460,7 @@ void Stream::readInput() {
   while (read_enabled_ && readable_ && in_.size() < read_limit_) {
     // Never past the read limit: what a stream holds unread is bounded by it.
     const size_t wanted = std::min(kReadChunk, read_limit_ - in_.size());
-    char* at = in_.reserve(wanted);
+    char* at = in_.reserve(wanted, read_limit_ <= kSmall);
     const size_t room = std::min({in_.spare(), kMaxRead, read_limit_ - in_.size()});
     ssize_t n;
     if (ssl_) {

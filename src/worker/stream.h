@@ -66,7 +66,8 @@ class Buffer {
   void shrink();   // a few bytes in a larger buffer: into a small one
 
   // At least `len` writable bytes after the data; commit() what was filled.
-  char* reserve(size_t len);
+  // `small`: an empty buffer may start below a whole block.
+  char* reserve(size_t len, bool small = false);
   void commit(size_t len) { end_ += len; }
   size_t spare() const { return cap_ - end_; }
 

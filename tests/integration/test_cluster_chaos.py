@@ -55,8 +55,6 @@ from concert_harness import wait_for
 from test_cluster_hosts import ClusterHostsBase, mode_of, stats_or_empty
 from visitor import Visitor, in_thread
 
-SERIAL = "three hosts and 24 looping visitors keep both cores busy while processes are stopped and killed"
-
 CHAOS_SECONDS = float(os.environ.get("CHAOS_SECONDS", "30"))
 HOSTS = ("A", "B", "C")
 VISITORS = 24

@@ -218,6 +218,7 @@ class LeanTest(unittest.TestCase):
         for s in conns:
             s.close()
         per = (after - before) * 1024 / 200
+        print("waiting connections that pipelined: %.0f bytes per connection" % per)
         self.assertLess(per, 8 * 1024, "%.0f bytes of worker RSS per waiting connection that pipelined" % per)
 
     def test_slow_readers_cost_two_blocks_each(self):
