@@ -114,11 +114,11 @@ void Buffer::release() {
 
 void Buffer::shrink() {
   const size_t used = size();
-  if (cap_ <= kSmall || used > kSmall) return;
   if (used == 0) {
     release();
     return;
   }
+  if (cap_ <= kSmall || used > kSmall) return;
   char* small = static_cast<char*>(std::malloc(kSmall));
   if (!small) return;
   std::memcpy(small, buf_ + begin_, used);

@@ -1,7 +1,8 @@
 // Buffer and Stream (src/worker/stream.h) over real sockets and a real
 // libevent loop: edge-triggered reads emulating level-triggered ones, the
 // read limit and its resumption, gathered writes, EOF after data, errors,
-// connects, and a stream destroyed from inside its own callback.
+// connects, a stream destroyed from inside its own callback, and buffers
+// that grow a block at a time from the pool and shrink when little is left.
 #include <doctest/doctest.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -297,4 +298,58 @@ TEST_CASE("Stream: stalledSince is set while the peer takes nothing and cleared 
       200000);
   CHECK(s.pendingOutput() == 0);
   CHECK(s.stalledSince() == 0);
+}
+
+TEST_CASE("Buffer: grows a 16 KiB block at a time, never by doubling; a released block is taken again") {
+  Buffer b;
+  b.reserve(100);
+  CHECK(b.spare() == 16 * 1024);  // one block from the pool
+  const std::string big = pattern(40 * 1024);
+  b.append(big);
+  CHECK(b.size() + b.spare() == 48 * 1024);  // three blocks for 40 KiB, where doubling would take 64
+  b.append(pattern(9 * 1024));
+  CHECK(b.size() + b.spare() == 64 * 1024);  // the next block, not 96 KiB
+  Buffer one;
+  one.reserve(10);
+  const char* block = one.data();
+  one.release();
+  Buffer next;
+  next.reserve(10);
+  CHECK(next.data() == block);  // the pool gave the same block back
+}
+
+TEST_CASE("Buffer: a few bytes left in a whole block move to a small one; none give it back") {
+  Buffer b;
+  b.append(pattern(10 * 1024));
+  b.drain(10 * 1024 - 100);
+  b.shrink();
+  CHECK(b.size() == 100);
+  CHECK(b.size() + b.spare() == 4 * 1024);
+  CHECK(std::string(b.data(), b.size()) == pattern(10 * 1024).substr(10 * 1024 - 100));
+  b.clear();
+  b.shrink();
+  CHECK(b.spare() == 0);  // released
+  Buffer small;
+  small.reserve(100, true);
+  CHECK(small.spare() == 4 * 1024);  // a stream that reads little ahead starts small
+}
+
+TEST_CASE("Stream: never reads past its limit, even when a read could take more; a higher limit resumes") {
+  Loop loop;
+  Pair pair;
+  Recorder rec;
+  rec.consume_at_most = 0;
+  Stream s(loop.base);
+  REQUIRE(s.attach(pair.ours));
+  s.setReadLimit(4 * 1024);
+  s.setCallbacks(&Recorder::onRead, nullptr, &Recorder::onEvent, &rec);
+  const std::string sent = pattern(64 * 1024);
+  REQUIRE(write(pair.theirs, sent.data(), sent.size()) == static_cast<ssize_t>(sent.size()));
+  loop.runUntil([&] { return s.input().size() >= 4 * 1024; });
+  loop.runUntil([] { return false; }, 50);
+  CHECK(s.input().size() == 4 * 1024);
+  // Raising the limit reads on at once: no new edge comes for bytes already queued.
+  s.setReadLimit(16 * 1024);
+  loop.runUntil([&] { return s.input().size() >= 16 * 1024; });
+  CHECK(s.input().size() == 16 * 1024);
 }
