@@ -94,7 +94,7 @@ bool Room::takeRankedSlot(shm::WorkerSlot slot, int rank, double newcomer_share)
 
 bool Room::takeTurn(shm::WorkerSlot slot, const shm::TicketCookie& cookie, shm::Claimed* claimed) {
   if (!segment_->pages().tryAcquire(slot)) {
-    segment_->cluster().wantSlot();
+    segment_->cluster().wantSlot(&cookie);
     return false;
   }
   if (!segment_->line().claim(cookie, claimed)) {

@@ -497,7 +497,7 @@ class Agent {
       LOG_INFO("cluster: %lld tickets abandoned (unseen past -token-ttl or -first-poll-grace)",
                static_cast<long long>(sync->reaped));
     // After a loss the cached line stays until the re-enrolled one is read.
-    if (sync->version != version_ && !lost) {
+    if ((sync->version != version_ || loading_) && !lost) {
       fetchLine();
       return;
     }
@@ -572,16 +572,16 @@ class Agent {
       since_order_ = std::max(since_order_, p.order);
     }
     version_ = fetch->version;
-    if (fetch->more) {  // a long line read anew: the rest, in the same round
-      fetchLine();
-      return;
-    }
+    // A long line read anew comes a page a round (a round stays short): the
+    // copy meanwhile holds what was read, the head first, marked truncated;
+    // the next round reads on whether or not the line moved.
+    loading_ = fetch->more;
     // The line read lists every enrolment this round sent.
-    std::erase_if(unplaced_, [this](const auto& u) { return u.first < round_started_ms_; });
+    if (!loading_) std::erase_if(unplaced_, [this](const auto& u) { return u.first < round_started_ms_; });
     std::vector<shm::ClusterLineEntry> head;
     head.reserve(std::min<size_t>(line_.size(), shm::kClusterMirror));
     for (auto it = line_.begin(); it != line_.end() && head.size() < shm::kClusterMirror; ++it) head.push_back(it->second);
-    finishRound(&head, line_.size() > head.size());
+    finishRound(&head, loading_ || line_.size() > head.size());
   }
 
   // Returned tickets first, then the line, then missed ones (LineSection).
@@ -622,9 +622,11 @@ class Agent {
     for (const auto& [at, e] : line_) notes.push_back(noteArg({shm::NoteKind::Enroll, e.id, e.nonce, e.issued_ms}, true));
     const size_t count = notes.size();
     unsent_.insert(unsent_.begin(), notes.begin(), notes.end());
+    cluster_.hidePositionsUntil(monotonicMs() + config_.first_poll_grace + 2 * kRound);
     line_.clear();
     placed_at_.clear();
     since_order_ = -1;
+    loading_ = false;
     version_ = -1;
     marks_version_ = -1;
     sent_bans_.clear();  // the engine lost them too
@@ -721,6 +723,7 @@ class Agent {
   std::string epoch_;
   int64_t version_ = -1;      // P:ver as the copy below reflects it (-1: none)
   int64_t since_order_ = -1;  // the last place number in it
+  bool loading_ = false;      // read anew, and pages of it remain
   std::map<std::pair<int, int64_t>, shm::ClusterLineEntry> line_;  // the room's line: (section, number) -> ticket
   std::map<uint64_t, std::pair<int, int64_t>> placed_at_;          // id -> its key in line_
   int64_t marks_version_ = -1;

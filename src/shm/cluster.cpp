@@ -81,6 +81,10 @@ int64_t ClusterLine::horizon() const {
   return layout_->cluster->horizon.load(std::memory_order_seq_cst);
 }
 
+void ClusterLine::hidePositionsUntil(Millis until) {
+  layout_->cluster->positions_from_ms.store(until, std::memory_order_relaxed);
+}
+
 int64_t ClusterLine::engineHorizon() const {
   return layout_->cluster->engine_horizon.load(std::memory_order_relaxed);
 }
@@ -350,7 +354,12 @@ TicketView ClusterLine::view(const TicketCookie& cookie, Millis now, Contact con
     // With the engine away this host's copy stops where its last round left
     // it, and another host's may be newer: no position rather than one that
     // could grow from one host to the next.
-    v.placed = up && f.section != LineSection::Local;
+    // A missed ticket has no place until its holder's touch returns it
+    // (ahead of the line: the engine's next round says where), so none is
+    // shown meanwhile either: the back of the line would be a position that
+    // grew.
+    v.placed = up && f.section != LineSection::Local && f.section != LineSection::Missed &&
+               now >= layout_->cluster->positions_from_ms.load(std::memory_order_relaxed);
     // Its turn had come by the engine's last word and its holder is here, but
     // this host cannot let it in now: the engine restarts the turn's clock
     // once back, so the turn is not counted missed for the outage.
@@ -611,8 +620,17 @@ std::vector<ClusterNoteValue> ClusterLine::takeNotes(size_t max, Millis now) {
   return out;
 }
 
-void ClusterLine::wantSlot() {
-  if (enabled()) layout_->cluster->wanted.fetch_add(1, std::memory_order_relaxed);
+void ClusterLine::wantSlot(const TicketCookie* cookie) {
+  if (!enabled()) return;
+  layout_->cluster->wanted.fetch_add(1, std::memory_order_relaxed);
+  // Its holder is here for the page: the turn must not pass while this host
+  // waits for a slot (the engine restarts its clock; the wait is bounded by
+  // the hold, after which the holder only polls, which restarts nothing).
+  if (cookie && state() == ClusterState::Up) {
+    const Millis now = monotonicMs();
+    const Found f = find(*cookie, now);
+    if (f.where == Where::Ranked && f.section != LineSection::Missed && ready(f.rank)) waitNote(*cookie, now);
+  }
 }
 
 uint64_t ClusterLine::takeWanted() {

@@ -54,8 +54,8 @@
 //            takes turns the same way but shows no position.
 //            Position: 1 for a returned ticket, else its rank in the line
 //            alone + 1 (returned tickets go first but are not counted ahead:
-//            a position never grows). A missed ticket is shown at the back
-//            and its holder's touch (a page request, a poll, a stream; not
+//            a position never grows). A missed ticket shows no position
+//            (where it returns is the engine's next word) and its holder's touch (a page request, a poll, a stream; not
 //            the hold of the request it was issued to) goes to the engine at
 //            once, which returns it; a returned ticket that misses again
 //            leaves the line, so a turn comes back once.
@@ -98,8 +98,9 @@
 // semaphore, whose cap is the host's reservation: the sum of all
 // reservations never exceeds the global cap (engine.h), so the origin never
 // sees more than the cap. A turn that finds no slot here is held, as any
-// turn that finds no slot, and raises `wanted`, which the agent turns into a
-// larger reservation. Tickets of the first `horizon` ranks may be admitted
+// turn that finds no slot, raises `wanted`, which the agent turns into a
+// larger reservation, and sends a Wait note: its holder is here, so the
+// engine restarts the turn's clock rather than count it missed. Tickets of the first `horizon` ranks may be admitted
 // in any order, hence at most hosts x -cluster-lease inversions. Each host
 // meters the admission rate (-admit-rate) ÷ hosts (the agent sets it), so
 // the room admits at most the rate. A turn whose
@@ -292,8 +293,8 @@ class ClusterLine final : public Handle, public Line {
   int64_t liveQueueDepth() const override;
 
   // A ticket whose turn came found no free slot here (the agent asks the
-  // engine for more).
-  void wantSlot();
+  // engine for more); with its cookie, a Wait note too: its holder is here.
+  void wantSlot(const TicketCookie* cookie = nullptr);
 
   // A ban in force for `key` (clients.h keys) that began on another host.
   bool bannedRemotely(const uint8_t key[16], int64_t unix_s) const;
@@ -340,6 +341,12 @@ class ClusterLine final : public Handle, public Line {
   void publishAway(const std::vector<ClusterLineEntry>& unplaced, Millis now);
   // The line as last published (re-enrolment after the engine lost it).
   std::vector<ClusterLineEntry> mirrored() const;
+  // The engine lost the room and the hosts re-enroll their copies: no
+  // position is shown before `until` (monotonic ms), the first-poll grace
+  // in which the tickets a copy listed but that had left meanwhile (every
+  // host re-enrolls its own copy, a round old at most) are reaped; shown
+  // before, they would count ahead and a position could grow.
+  void hidePositionsUntil(Millis until);
   // Up to `max` unread notes, in order (a note whose writer died unwritten
   // for kNoteWaitMs is skipped).
   std::vector<ClusterNoteValue> takeNotes(size_t max, Millis now);

@@ -451,6 +451,7 @@ struct alignas(64) ClusterArea {
   std::atomic<int64_t> reserved;            // agent: slots this host holds from the global cap
   std::atomic<int64_t> horizon;             // agent: tickets ranked below it may take a slot
   std::atomic<int64_t> engine_horizon;      // agent: the engine's last horizon (horizon, unless it is away)
+  std::atomic<int64_t> positions_from_ms;   // agent: no position is shown before (monotonic ms; the room rebuilt)
   std::atomic<int64_t> depth;               // agent: the engine's line, everyone waiting
   std::atomic<int64_t> refreshed_ms;        // agent: when the mirror was last published (monotonic ms)
   std::atomic<int64_t> lease_until_ms;      // agent: the reservation is used until then (monotonic ms; 0: no end)
