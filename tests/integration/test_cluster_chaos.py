@@ -196,11 +196,17 @@ class ClusterChaosTest(ClusterHostsBase):
         self.stopped.clear()
 
     # ------------------------------------------------------------ faults
-    def fault_agent_stop(self, slot, lasting):
-        c = slot.current
-        pid = live_agent(c)
+    def agent_of(self, slot):
+        """The pid of the slot's cluster agent, or None (noted as a violation: every host runs one)."""
+        pid = live_agent(slot.current)
         if pid is None:
             self.violations.append(("fault", time.time(), "%s runs no cluster agent" % slot.name))
+        return pid
+
+    def fault_agent_stop(self, slot, lasting):
+        c = slot.current
+        pid = self.agent_of(slot)
+        if pid is None:
             return
         entry = self.faults.begin("agent-stop", slot.name, "pid %d" % pid)
         signal_child(c, pid, signal.SIGSTOP)
@@ -212,9 +218,8 @@ class ClusterChaosTest(ClusterHostsBase):
 
     def fault_agent_kill(self, slot, lasting):
         c = slot.current
-        pid = live_agent(c)
+        pid = self.agent_of(slot)
         if pid is None:
-            self.violations.append(("fault", time.time(), "%s runs no cluster agent" % slot.name))
             return
         entry = self.faults.begin("agent-kill", slot.name, "pid %d" % pid)
         signal_child(c, pid, signal.SIGKILL)

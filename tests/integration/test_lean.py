@@ -22,7 +22,7 @@ import unittest
 
 from concert_harness import Concert, wait_for
 from fake_origin import FakeOrigin
-from test_bounds import connect
+from test_bounds import connect, read_until_closed
 
 SERIAL = "measures the worker's memory per connection"
 
@@ -62,19 +62,11 @@ def send_all(s, data):
 
 
 def closed_by_peer(s, limit=5):
-    """True once the peer closes (EOF or reset) within `limit` seconds, reading and dropping what comes."""
-    s.settimeout(0.2)
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        try:
-            chunk = s.recv(65536)
-        except socket.timeout:
-            continue
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        if not chunk:
-            return True
-    return False
+    """True once the peer closes within `limit` seconds (what it sends meanwhile is dropped)."""
+    try:
+        return read_until_closed(s, limit) is not None
+    except (ConnectionResetError, BrokenPipeError):
+        return True
 
 
 def read_responses(s, count, limit=20):

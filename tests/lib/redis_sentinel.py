@@ -19,14 +19,12 @@ FakeSentinel stands in for a sentinel that names whatever the test says (a repli
 nothing listens on). Commands go over RESP2 as in redis_server.py (its encoder and reader).
 """
 import os
-import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
 
-from redis_server import RedisError, _Reader, encode_command, free_port
+from redis_server import RedisError, RedisServer, _Reader, encode_command, free_port
 
 SENTINEL_BIN = os.environ.get("REDIS_SENTINEL_BIN", "/usr/bin/redis-sentinel")
 
@@ -81,7 +79,11 @@ def replicate(replica, master, timeout=15):
                                                                           replica.log()))
 
 
-class RedisSentinel:
+class RedisSentinel(RedisServer):
+    """A redis-sentinel process: started, stopped, killed and logged as a RedisServer is."""
+
+    PROGRAM = "redis-sentinel"
+
     def __init__(self, name, master_port, quorum=2, down_after_ms=1000, failover_timeout_ms=3000, start=True):
         ok, why = sentinel_available()
         if not ok:
@@ -100,41 +102,17 @@ class RedisSentinel:
                     "sentinel parallel-syncs %s 1\n" % (self.port, self.tmp, name, master_port, quorum, name,
                                                        down_after_ms, name, failover_timeout_ms, name))
         self.proc = None
+        self.paused = False
         self._log = None
         if start:
             self.start()
 
+    def command_line(self):
+        return [SENTINEL_BIN, self.conf_path]
+
     @property
     def address(self):
         return "127.0.0.1:%d" % self.port
-
-    def start(self, timeout=10):
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([SENTINEL_BIN, self.conf_path], stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, cwd=self.tmp)
-        deadline = time.time() + timeout
-        last = None
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("redis-sentinel exited with %s:\n%s" % (self.proc.returncode, self.log()))
-            try:
-                if self.command("PING", timeout=1) == "PONG":
-                    return self
-            except (OSError, RedisError) as e:
-                last = e
-            time.sleep(0.02)
-        self.kill()
-        raise RuntimeError("redis-sentinel on port %d did not answer PING (%s):\n%s" % (self.port, last, self.log()))
-
-    def log(self):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
 
     def command(self, *args, timeout=5):
         return command_at(self.port, *args, timeout=timeout)
@@ -147,39 +125,6 @@ class RedisSentinel:
     def master_state(self):
         """SENTINEL MASTER <name> as a dict (num-slaves, num-other-sentinels, flags, ...)."""
         return pairs(self.command("SENTINEL", "MASTER", self.name))
-
-    def kill(self):
-        """SIGKILL, and reap it."""
-        if self.running():
-            self.proc.kill()
-        if self.proc is not None:
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                pass
-        if self._log:
-            self._log.close()
-            self._log = None
-
-    def stop(self, timeout=10):
-        """SIGTERM; SIGKILL if it does not go."""
-        if self.running():
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        self.kill()
-
-    def close(self):
-        self.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def sentinel_url(sentinels, name):

@@ -122,20 +122,25 @@ class RedisServer:
         return "redis://127.0.0.1:%d" % self.port
 
     # -- lifecycle
+    PROGRAM = "redis-server"
+
+    def command_line(self):
+        return [REDIS_BIN, "--port", str(self.port), "--bind", "127.0.0.1", "--daemonize", "no",
+                "--save", "", "--appendonly", "no", "--dir", self.tmp, "--protected-mode", "yes",
+                "--logfile", ""]
+
     def start(self, timeout=10):
-        cmd = [REDIS_BIN, "--port", str(self.port), "--bind", "127.0.0.1", "--daemonize", "no",
-               "--save", "", "--appendonly", "no", "--dir", self.tmp, "--protected-mode", "yes",
-               "--logfile", ""]
         if self._log:
             self._log.close()
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command_line(), stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, cwd=self.tmp)
         self.paused = False
         deadline = time.time() + timeout
         last = None
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError("redis-server exited with %s:\n%s" % (self.proc.returncode, self.log()))
+                raise RuntimeError("%s exited with %s:\n%s" % (self.PROGRAM, self.proc.returncode, self.log()))
             try:
                 if self.command("PING", timeout=1) == "PONG":
                     return self
@@ -143,7 +148,7 @@ class RedisServer:
                 last = e
             time.sleep(0.02)
         self.kill()
-        raise RuntimeError("redis-server on port %d did not answer PING (%s):\n%s" % (self.port, last, self.log()))
+        raise RuntimeError("%s on port %d did not answer PING (%s):\n%s" % (self.PROGRAM, self.port, last, self.log()))
 
     def log(self):
         try:
