@@ -132,7 +132,8 @@ def main():
         sys.exit("demo: the demo origin did not start on 127.0.0.1:%d (exit status %s)"
                  % (args.origin_port, origin.returncode))
 
-    cmd = [args.concert, "-c", args.config, "-upstream", "http://127.0.0.1:%d" % args.origin_port,
+    # The demo's line lives as long as the process: no state dir.
+    cmd = [args.concert, "-c", args.config, "-state-dir", "", "-upstream", "http://127.0.0.1:%d" % args.origin_port,
            "-listen", "127.0.0.1:%d" % args.port, "-assets", "/assets/*",
            # Skip the line: the waiting page links to the origin's fake payment page, reachable while queued.
            "-rate", "0.05", "-skip-url", "/pay?ticket={{.Ticket}}", "-bypass", "/favicon.ico,/pay",

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "config/loader.h"
 #include "master/master.h"
+#include "master/upgrade.h"
 
 namespace {
 
@@ -53,6 +54,12 @@ int main(int argc, char** argv) {
   }
   if (result.action == concert::config::Action::Invite) return printInvitation(result);
   if (result.action == concert::config::Action::TestConfig) {
+    // Run by a master before it hands its segment to this binary (SIGUSR2).
+    std::string refused;
+    if (!concert::master::checkHandedSegment(&refused)) {
+      std::fprintf(stderr, "concert: %s\n", refused.c_str());
+      return 1;
+    }
     for (const std::string& warning : result.warnings) std::fprintf(stderr, "concert: warning: %s\n", warning.c_str());
     std::printf("configuration ok\n");
     return 0;

@@ -13,6 +13,7 @@ bool enterChildProcess(const std::vector<int>& close_fds,
                        const std::function<bool(std::string* error)>& drop_privileges, int master_pid) {
   for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGALRM, SIGCHLD}) signal(sig, SIG_DFL);
   signal(SIGHUP, SIG_IGN);
+  signal(SIGUSR2, SIG_IGN);  // the master's: a binary upgrade
   signal(SIGPIPE, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);

@@ -64,6 +64,7 @@ struct Config {
   int workers = 0;               // resolved: 1..64 ("auto" = CPUs)
   bool daemon = false;
   std::string pid_file;
+  std::string state_dir;  // empty: the segment is anonymous (a memfd)
   std::string user;
   std::string error_log;        // "" = stderr
   std::string access_log_file;  // "" = stdout
@@ -158,6 +159,7 @@ struct Config {
   // -- secrets (environment only)
   std::string admit_secret;  // CONCERT_ADMIT_SECRET, else 32 random bytes from the loader
   bool admit_secret_generated = false;
+  bool admit_secret_in_state_dir = false;  // read from (or made in) state_dir/admit-secret
   std::string admin_token;  // "" => POST /_room/cap answers 404
   std::string promote_secret;  // CONCERT_PROMOTE_SECRET; "" => /queue/promote answers 403
 

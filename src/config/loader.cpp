@@ -479,6 +479,63 @@ void makeAbsolute(std::string& path) {
   path = std::string(cwd) + "/" + path;
 }
 
+// The admit secret kept in the state dir: read from DIR/admit-secret, or
+// made there (32 random bytes as 64 hex digits, mode 0600) on the first
+// start, so that passes and tickets stay valid across restarts without an
+// operator-provided CONCERT_ADMIT_SECRET. The directory is made (0700) when
+// missing.
+bool stateDirSecret(const std::string& dir, std::string& secret, std::string& why) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    why = std::string("cannot create it: ") + std::strerror(errno);
+    return false;
+  }
+  const std::string path = dir + "/admit-secret";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char buf[1024];
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      ::close(fd);
+      std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+      if (text.size() < kMinSecretBytes) {
+        why = path + " holds " + std::to_string(text.size()) + " bytes, an admit secret needs at least 32";
+        return false;
+      }
+      secret = text;
+      return true;
+    }
+    if (errno != ENOENT) {
+      why = "cannot read " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    unsigned char bytes[kMinSecretBytes];
+    if (RAND_bytes(bytes, sizeof bytes) != 1) {
+      why = "no random admit secret could be generated";
+      return false;
+    }
+    static const char kHex[] = "0123456789abcdef";
+    std::string hex;
+    for (unsigned char b : bytes) hex += {kHex[b >> 4], kHex[b & 15]};
+    hex += '\n';
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;  // another start made it first: read theirs
+      why = "cannot create " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    const bool written = ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
+    ::close(fd);
+    if (!written) {
+      ::unlink(path.c_str());
+      why = "cannot write " + path;
+      return false;
+    }
+  }
+  why = "cannot read " + path;
+  return false;
+}
+
 void loadSecrets(const Environment& env, Config& config, LoadResult& result) {
   auto secret = env.find("CONCERT_ADMIT_SECRET");
   if (secret != env.end() && !secret->second.empty()) {
@@ -488,6 +545,14 @@ void loadSecrets(const Environment& env, Config& config, LoadResult& result) {
     } else {
       config.admit_secret = secret->second;
       config.admit_secret_generated = false;
+    }
+  } else if (!config.state_dir.empty()) {
+    std::string why;
+    if (!stateDirSecret(config.state_dir, config.admit_secret, why)) {
+      result.errors.push_back("state-dir " + config.state_dir + ": " + why);
+    } else {
+      config.admit_secret_generated = false;
+      config.admit_secret_in_state_dir = true;
     }
   } else {
     unsigned char bytes[kMinSecretBytes];
@@ -549,6 +614,8 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
   for (const auto& variable : env) {
     const std::string& name = variable.first;
     if (name.rfind("CONCERT_", 0) != 0 || variable.second.empty()) continue;
+    // A master hands its next image (a binary upgrade) what it keeps in these.
+    if (name == "CONCERT_UPGRADE" || name == "CONCERT_UPGRADE_CHECK") continue;
     bool known = std::any_of(settings().begin(), settings().end(), [&](const Setting& s) { return s.env == name; }) ||
                  std::any_of(secrets().begin(), secrets().end(), [&](const Secret& s) { return s.env == name; });
     if (!known) result.warnings.push_back(name + " (env): not a concert setting; ignored");
@@ -621,7 +688,7 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     config->asset_cap = static_cast<int32_t>(std::min<int64_t>(derived, std::numeric_limits<int32_t>::max()));
   }
 
-  for (std::string* path : {&config->config_file, &config->html_file, &config->maintenance_html_file, &config->pid_file,
+  for (std::string* path : {&config->config_file, &config->html_file, &config->maintenance_html_file, &config->pid_file, &config->state_dir,
                             &config->error_log, &config->access_log_file})
     makeAbsolute(*path);
   if (!config->html_file.empty()) {
@@ -661,7 +728,7 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     result.errors.push_back(labelOf("proxy-protocol") +
                             ": needs -trusted-proxies (the balancers allowed to send the header); without it every "
                             "connection would be closed");
-  if (!config->cluster.empty() && config->admit_secret_generated)
+  if (!config->cluster.empty() && (config->admit_secret_generated || config->admit_secret_in_state_dir))
     result.errors.push_back(labelOf("cluster") +
                             ": needs CONCERT_ADMIT_SECRET, the same on every host, so that tickets, passes and "
                             "references work on each of them");

@@ -153,6 +153,11 @@ const Setting kSettings[] = {
      "detach from the terminal (double fork, setsid, stdio to /dev/null)", &Config::daemon, nullptr},
     {"pid-file", "CONCERT_PID_FILE", VT::String, "", 0, 0, false, R::Restart, kNet,
      "write the master's pid to this file; removed on exit", &Config::pid_file, nullptr},
+    {"state-dir", "CONCERT_STATE_DIR", VT::String, "", 0, 0, false, R::Restart, kNet,
+     "keep the waiting line here (the shared segment, and a generated admit secret when CONCERT_ADMIT_SECRET is "
+     "unset), so that a restart, a crash or a binary upgrade keeps every visitor's place; a tmpfs such as "
+     "/run/concert; empty = the line lives only as long as the process",
+     &Config::state_dir, nullptr},
     {"user", "CONCERT_USER", VT::String, "", 0, 0, false, R::Restart, kNet,
      "when started as root, drop to this user (and its group) after binding", &Config::user, nullptr},
     {"shutdown-grace", "CONCERT_SHUTDOWN_GRACE", VT::Duration, "30s", 0, kInt64Max, false, R::Live, kNet,

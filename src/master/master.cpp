@@ -56,6 +56,7 @@
 #include <ctime>
 #include <exception>
 #include <memory>
+#include <optional>
 
 #include "common/clock.h"
 #include "admission/room.h"
@@ -66,6 +67,9 @@
 #include "master/listener.h"
 #include "master/reload.h"
 #include "master/signals.h"
+#include "master/state_dir.h"
+#include "master/systemd.h"
+#include "master/upgrade.h"
 #include "shm/segment.h"
 #include "worker/context.h"
 
@@ -139,6 +143,7 @@ struct WorkerProc {
   Millis kill_at = 0;   // Draining: SIGKILL when still alive at this time
   bool killed = false;  // SIGKILL already sent
   bool ready = false;   // it has sent its first heartbeat
+  bool child = true;    // false: a worker of a previous run (its master died), watched by pid and heartbeat
 };
 
 std::string describeExit(int status) {
@@ -161,12 +166,17 @@ class Master {
         config_(std::move(config)),
         args_(std::move(args)),
         env_(std::move(env)),
-        pid_file_(config_->pid_file) {}
+        pid_file_(config_->pid_file) {
+    exe_path_ = executablePath(args_.empty() ? std::string() : args_.front(), start_dir_);
+  }
 
   int run();
 
  private:
   bool startUp();
+  bool takeListeners(std::string* error);
+  bool openSegment(std::string* error);
+  void applyCaps(bool attached);
   void startupError(const std::string& message);
   bool checkAccessLog(const config::Config& config, std::string* error) const;
   void loop();
@@ -191,12 +201,17 @@ class Master {
   // -- events
   void beginStop(Millis now);
   void reload(Millis now);
+  void upgrade(Millis now);
+  void watchForeignWorkers(Millis now);
   void reopenLogs();
   void runDeadlines(Millis now);
   void janitor(Millis now);
   Millis nextDeadline(Millis now) const;
 
   std::string start_dir_;  // relative names in args, env and the YAML file mean this directory
+  std::string exe_path_;   // the binary as started: what SIGUSR2 executes again
+  std::optional<Handover> handover_;  // what the image this one replaced handed over (until startUp used it)
+  int state_lock_fd_ = -1;            // -state-dir's lock, held while this master runs
   config::ConfigPtr config_;
   std::vector<std::string> args_;
   config::Environment env_;
@@ -243,6 +258,7 @@ int Master::run() {
   }
   reportDaemonReady(daemon_ready_fd_, true, "");
   daemon_ready_fd_ = -1;
+  systemd::notify("READY=1\nMAINPID=" + std::to_string(getpid()));
   loop();
   shutDown();
   return exit_code_;
@@ -266,6 +282,11 @@ bool Master::startUp() {
   }
 
   std::string error, warning;
+  handover_ = takeHandover(&error);
+  if (!error.empty()) {
+    startupError("binary upgrade: " + error);
+    return false;
+  }
   if (!resolveRunAs(config_->user, &run_as_, &error, &warning)) {
     startupError(error);
     return false;
@@ -281,23 +302,14 @@ bool Master::startUp() {
     return false;
   }
 
-  ListenResult bound = bindListeners(config_->listen);
-  if (!bound.ok()) {
-    startupError(bound.error);
+  if (!takeListeners(&error)) {
+    startupError(error);
     return false;
   }
-  listeners_ = std::move(bound.listeners);
-  if (!config_->admin_listen.empty()) {
-    ListenResult admin = bindListeners(config_->admin_listen);
-    if (!admin.ok()) {
-      startupError("-admin-listen: " + admin.error);
-      return false;
-    }
-    admin_listeners_ = std::move(admin.listeners);
-  }
 
-  // Detach only now: every error so far reached the terminal.
-  if (config_->daemon && !daemonize(&daemon_ready_fd_, &error)) {
+  // Detach only now: every error so far reached the terminal. An upgraded
+  // image is the same process, detached already.
+  if (config_->daemon && !handover_ && !daemonize(&daemon_ready_fd_, &error)) {
     startupError(error);
     return false;
   }
@@ -307,23 +319,15 @@ bool Master::startUp() {
     return false;
   }
 
-  shm::Geometry geometry =
-      shm::computeGeometry(config_->max_queue, config_->cap, config_->workers, config_->asset_users_max);
-  try {
-    segment_ = shm::Segment::create(geometry, config_->cap, config_->asset_cap, config_->long_lived_cap);
-  } catch (const std::exception& e) {
-    startupError(std::string("shared memory: ") + e.what());
+  if (!openSegment(&error)) {
+    startupError(error);
     return false;
   }
-  if (!segment_) {
-    startupError("shared memory: segment could not be created");
-    return false;
-  }
+  log::setGeneration(generation_);
   // The room's rules for both lines, in the master's janitor and in every
   // process forked from it (workers, the cluster agent).
   room_ = std::make_unique<admission::Room>(*segment_);
   segment_->setGate(room_.get());
-  segment_->pages().setConfiguredCap(config_->cap);
   if (!config_->cluster.empty()) {
     // The cap is the room's; this host's share comes from the engine.
     segment_->cluster().configure(true, config_->cluster_fail == "open", config_->cluster_lease);
@@ -332,7 +336,6 @@ bool Master::startUp() {
   }
   applyRoomControl(*segment_, *config_);
   segment_->stats().setGeneration(generation_);
-  procs_.assign(segment_->geometry().worker_slots, WorkerProc{});
   raiseFileLimit(*config_);
 
   installMasterSignals();
@@ -345,8 +348,10 @@ bool Master::startUp() {
            c.asset_cap_derived ? " (derived)" : "", c.asset_user_cap_h1, c.asset_user_cap_h2);
   for (const BoundListener& l : listeners_) LOG_INFO("listening on %s", l.display.c_str());
   for (const BoundListener& l : admin_listeners_) LOG_INFO("admin endpoints on %s", l.display.c_str());
-  LOG_INFO("shared memory: %zu bytes, %u worker slots, ring %u, pass table %u, revocations %u", segment_->bytes(),
-           geometry.worker_slots, geometry.ring_size, geometry.pass_table_size, geometry.revocation_table_size);
+  const shm::Geometry& geometry = segment_->geometry();
+  LOG_INFO("shared memory: %zu bytes, %u worker slots, ring %u, pass table %u, revocations %u%s%s", segment_->bytes(),
+           geometry.worker_slots, geometry.ring_size, geometry.pass_table_size, geometry.revocation_table_size,
+           config_->state_dir.empty() ? "" : ", in ", config_->state_dir.c_str());
 
   Millis now = monotonicMs();
   next_janitor_ = now + kJanitorTick;
@@ -354,6 +359,149 @@ bool Master::startUp() {
   next_sweep_ = now + std::max<Millis>(config_->admit_ttl / 2, kMinPassSweep);
   reconcile(now);
   return true;
+}
+
+// The listening sockets: handed over by the image this one replaced, passed
+// by systemd (LISTEN_FDS, named "admin" for the admin listener), or bound
+// here. Handed or passed ones are never bound again: connections waiting in
+// their accept queues across a restart or an upgrade are served.
+bool Master::takeListeners(std::string* error) {
+  auto adopt = [](const std::vector<int>& fds, std::vector<BoundListener>* into) {
+    for (int fd : fds) into->push_back(BoundListener{fd, systemd::listenerDisplay(fd)});
+  };
+  if (handover_) {
+    adopt(handover_->listeners, &listeners_);
+    adopt(handover_->admin_listeners, &admin_listeners_);
+    return true;
+  }
+  systemd::InheritedListeners inherited = systemd::inheritedListeners();
+  if (!inherited.ok()) {
+    *error = inherited.error;
+    return false;
+  }
+  if (!inherited.pub.empty()) {
+    adopt(inherited.pub, &listeners_);
+    LOG_INFO("socket activation: %zu listener(s) passed by the service manager", inherited.pub.size());
+  } else {
+    ListenResult bound = bindListeners(config_->listen);
+    if (!bound.ok()) {
+      *error = bound.error;
+      return false;
+    }
+    listeners_ = std::move(bound.listeners);
+  }
+  if (!inherited.admin.empty()) {
+    adopt(inherited.admin, &admin_listeners_);
+  } else if (!config_->admin_listen.empty()) {
+    ListenResult admin = bindListeners(config_->admin_listen);
+    if (!admin.ok()) {
+      *error = "-admin-listen: " + admin.error;
+      return false;
+    }
+    admin_listeners_ = std::move(admin.listeners);
+  }
+  return true;
+}
+
+// The segment: handed over by the image this one replaced (its workers keep
+// running on it), kept in -state-dir by an earlier run, or new (a memfd).
+// Sets the generation and the process table to match.
+bool Master::openSegment(std::string* error) {
+  const shm::Geometry wanted =
+      shm::computeGeometry(config_->max_queue, config_->cap, config_->workers, config_->asset_users_max);
+  bool attached = false;
+  std::vector<WorkerProc> adopted;  // by slot
+  try {
+    if (handover_) {
+      segment_ = shm::Segment::attach(handover_->segment_fd, handover_->eventfds);
+      if (!config_->state_dir.empty()) state_lock_fd_ = lockStateDir(config_->state_dir, error);
+      if (!config_->state_dir.empty() && state_lock_fd_ < 0) LOG_WARN("%s", error->c_str());
+      if (handover_->secret_fd >= 0) {
+        std::string secret = readSecretMemfd(handover_->secret_fd);
+        if (config_->admit_secret_generated && !secret.empty()) {
+          auto kept = std::make_shared<config::Config>(*config_);
+          kept->admit_secret = secret;
+          config_ = kept;
+        }
+      }
+      attached = true;
+      generation_ = handover_->generation + 1;
+      adopted.assign(segment_->geometry().worker_slots, WorkerProc{});
+      const Millis now = monotonicMs();
+      for (const Handover::Worker& w : handover_->workers) {
+        if (w.slot >= adopted.size()) continue;
+        WorkerProc& p = adopted[w.slot];
+        p.state = w.draining ? SlotState::Draining : SlotState::Running;
+        p.kill_at = now + config_->shutdown_grace + kDrainKillMargin;
+        p.pid = w.pid;
+        p.generation = w.generation;
+        p.started_at = now;
+        p.ready = true;
+        p.child = w.child;
+      }
+      agent_pid_ = handover_->agent_pid;
+      if (wanted.ring_size > segment_->geometry().ring_size || wanted.worker_slots > segment_->geometry().worker_slots)
+        LOG_WARN("binary upgrade: the configuration wants a larger segment (ring %u, %u worker slots) than the "
+                 "running one (ring %u, %u); it grows at the next restart",
+                 wanted.ring_size, wanted.worker_slots, segment_->geometry().ring_size,
+                 segment_->geometry().worker_slots);
+    } else if (!config_->state_dir.empty()) {
+      StateOpened opened;
+      if (!openStateDir(config_->state_dir, wanted, config_->cap, config_->asset_cap, config_->long_lived_cap,
+                        &opened, error))
+        return false;
+      for (const std::string& note : opened.notes) LOG_INFO("%s", note.c_str());
+      segment_ = std::move(opened.segment);
+      state_lock_fd_ = opened.lock_fd;
+      attached = opened.attached;
+      adopted.assign(segment_->geometry().worker_slots, WorkerProc{});
+      const Millis now = monotonicMs();
+      for (shm::WorkerSlot slot : opened.draining) {
+        WorkerProc& p = adopted[slot];
+        p.state = SlotState::Draining;
+        p.pid = segment_->slots().pid(slot);
+        p.generation = segment_->slots().generation(slot);
+        p.started_at = now;
+        p.kill_at = now + config_->shutdown_grace + kDrainKillMargin;
+        p.ready = true;
+        p.child = false;
+      }
+      if (attached) generation_ = segment_->stats().generation() + 1;
+    } else {
+      segment_ = shm::Segment::create(wanted, config_->cap, config_->asset_cap, config_->long_lived_cap);
+      adopted.assign(segment_->geometry().worker_slots, WorkerProc{});
+    }
+  } catch (const std::exception& e) {
+    *error = std::string(handover_ ? "binary upgrade: " : "shared memory: ") + e.what();
+    return false;
+  }
+  procs_ = std::move(adopted);
+  // Old and new generations side by side need twice the workers in slots.
+  const int fits = static_cast<int>(segment_->geometry().worker_slots / 2);
+  if (config_->workers > fits) {
+    LOG_WARN("-workers %d: the segment has slots for %d; running %d until a restart grows it", config_->workers, fits,
+             fits);
+    auto fewer = std::make_shared<config::Config>(*config_);
+    fewer->workers = fits;
+    config_ = fewer;
+  }
+  applyCaps(attached);
+  return true;
+}
+
+// The caps of the configuration, into the segment. Into one an earlier run
+// made, as a reload applies them: a cap set at run time (POST /_room/cap)
+// stays unless the configured cap changed.
+void Master::applyCaps(bool attached) {
+  if (!attached) {
+    segment_->pages().setConfiguredCap(config_->cap);
+    return;
+  }
+  if (config_->cap != segment_->pages().configuredCap()) {
+    if (config_->cluster.empty()) segment_->pages().setCap(config_->cap);
+    segment_->pages().setConfiguredCap(config_->cap);
+  }
+  segment_->setLongLivedCap(config_->long_lived_cap);
 }
 
 // Each worker opens the access log itself; a file it cannot open would only
@@ -378,6 +526,7 @@ void Master::shutDown() {
   pid_file_.remove();
   closeListeners(&listeners_);
   closeListeners(&admin_listeners_);
+  if (state_lock_fd_ >= 0) close(state_lock_fd_);
 }
 
 // ------------------------------------------------------------------ loop
@@ -406,6 +555,10 @@ void Master::loop() {
     if (g_signals.reopen) {
       g_signals.reopen = 0;
       reopenLogs();
+    }
+    if (g_signals.upgrade) {
+      g_signals.upgrade = 0;
+      if (!stopping_) upgrade(monotonicMs());
     }
     g_signals.alarm = 0;
     runDeadlines(monotonicMs());
@@ -546,8 +699,10 @@ worker::WorkerContext Master::workerContext(shm::WorkerSlot slot) const {
   context.master_pid = static_cast<int>(master_pid_);
   for (const BoundListener& l : listeners_) context.listen_fds.push_back(l.fd);
   for (const BoundListener& l : admin_listeners_) context.admin_listen_fds.push_back(l.fd);
-  // The daemon's starter waits for the master only.
+  // The daemon's starter waits for the master only; the state dir's lock is
+  // the master's alone.
   if (daemon_ready_fd_ >= 0) context.close_fds.push_back(daemon_ready_fd_);
+  if (state_lock_fd_ >= 0) context.close_fds.push_back(state_lock_fd_);
   context.drop_privileges = [run_as = run_as_](std::string* error) { return dropPrivileges(run_as, error); };
   return context;
 }
@@ -640,6 +795,7 @@ void Master::spawnAgent(Millis now) {
   for (const BoundListener& l : listeners_) context.close_fds.push_back(l.fd);
   for (const BoundListener& l : admin_listeners_) context.close_fds.push_back(l.fd);
   if (daemon_ready_fd_ >= 0) context.close_fds.push_back(daemon_ready_fd_);
+  if (state_lock_fd_ >= 0) context.close_fds.push_back(state_lock_fd_);
   context.drop_privileges = [run_as = run_as_](std::string* error) { return dropPrivileges(run_as, error); };
   pid_t pid = fork();
   if (pid < 0) {
@@ -684,6 +840,7 @@ void Master::beginStop(Millis now) {
     return;
   }
   LOG_INFO("draining...");
+  systemd::notify("STOPPING=1");
   stopping_ = true;
   stop_deadline_ = now + config_->shutdown_grace + kStopKillMargin;
   // Workers already draining after a reload were told once; a second SIGTERM
@@ -693,6 +850,10 @@ void Master::beginStop(Millis now) {
 }
 
 void Master::reload(Millis now) {
+  systemd::notify("RELOADING=1\n" + systemd::monotonicUsecField());
+  struct Ready {
+    ~Ready() { systemd::notify("READY=1"); }
+  } ready_when_done;
   config::LoadResult result;
   // Load from the start directory, so relative names resolve as they did at
   // startup even in a daemon that has since moved to "/".
@@ -765,6 +926,57 @@ void Master::reload(Millis now) {
   reconcile(now);
 }
 
+// SIGUSR2: the binary at the path Concert was started with takes over this
+// process (upgrade.h). Checked first; any failure leaves this one serving.
+void Master::upgrade(Millis now) {
+  LOG_INFO("binary upgrade: checking %s", exe_path_.c_str());
+  std::string output;
+  if (!checkNewBinary(exe_path_, args_, segment_->fd(), &output)) {
+    for (char& c : output)
+      if (c == '\n') c = ';';
+    LOG_ERROR("binary upgrade refused, the running binary keeps serving: %s",
+              output.empty() ? "the new binary failed its check" : output.c_str());
+    return;
+  }
+  Handover h;
+  h.segment_fd = segment_->fd();
+  h.eventfds = segment_->eventFds();
+  for (const BoundListener& l : listeners_) h.listeners.push_back(l.fd);
+  for (const BoundListener& l : admin_listeners_) h.admin_listeners.push_back(l.fd);
+  for (size_t slot = 0; slot < procs_.size(); ++slot) {
+    const WorkerProc& p = procs_[slot];
+    if (p.state == SlotState::Free) continue;
+    h.workers.push_back(
+        Handover::Worker{static_cast<uint32_t>(slot), p.pid, p.generation, p.child, p.state == SlotState::Draining});
+  }
+  h.generation = generation_;
+  h.agent_pid = agent_pid_;
+  if (config_->admit_secret_generated) h.secret_fd = secretMemfd(config_->admit_secret);
+  systemd::notify("RELOADING=1\n" + systemd::monotonicUsecField());
+  LOG_INFO("binary upgrade: executing %s; generation %u serves until the next one is up", exe_path_.c_str(),
+           generation_);
+  disarmAlarm();
+  const std::string why = execWithHandover(exe_path_, args_, h);
+  if (h.secret_fd >= 0) close(h.secret_fd);
+  LOG_ERROR("binary upgrade: cannot execute %s: %s; the running binary keeps serving", exe_path_.c_str(),
+            why.c_str());
+  systemd::notify("READY=1");
+  next_janitor_ = std::min(next_janitor_, now + kJanitorTick);
+}
+
+// Workers of a previous run whose master died (not this process's
+// children): gone once their pid is, or once their heartbeat stopped.
+void Master::watchForeignWorkers(Millis now) {
+  for (size_t slot = 0; slot < procs_.size(); ++slot) {
+    const WorkerProc& p = procs_[slot];
+    if (p.state == SlotState::Free || p.child) continue;
+    const bool alive = processRunning(p.pid);
+    const Millis silent = now - segment_->slots().lastHeartbeat(static_cast<shm::WorkerSlot>(slot));
+    if (alive && silent <= kHeartbeatTimeout) continue;
+    onWorkerExit(static_cast<shm::WorkerSlot>(slot), 0, now);
+  }
+}
+
 void Master::reopenLogs() {
   if (!log::reopenErrorLog()) LOG_ERROR("reopen error log: %s", std::strerror(errno));
   signalWorkers(SIGUSR1);
@@ -806,6 +1018,7 @@ void Master::janitor(Millis now) {
                                            segment_->histograms().merged(shm::Histogram::QueueWait),
                                            segment_->histograms().merged(shm::Histogram::UpstreamResponse)));
   refreshReadiness();
+  watchForeignWorkers(now);
   for (size_t slot = 0; slot < procs_.size(); ++slot) {
     WorkerProc& p = procs_[slot];
     if (p.state == SlotState::Free || p.killed) continue;

@@ -46,6 +46,7 @@ config::ConfigPtr mergeReloadedConfig(const config::Config& running, const confi
   merged->cluster_url = running.cluster_url;
   merged->admit_secret = running.admit_secret;
   merged->admit_secret_generated = running.admit_secret_generated;
+  merged->admit_secret_in_state_dir = running.admit_secret_in_state_dir;
   merged->admin_token = running.admin_token;
   return merged;
 }

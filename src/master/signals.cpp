@@ -7,7 +7,7 @@
 namespace concert::master {
 namespace {
 
-constexpr int kHandled[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGALRM};
+constexpr int kHandled[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
 
 sigset_t g_wait_mask;
 
@@ -18,6 +18,7 @@ void onSignal(int signo) {
     case SIGINT: g_signals.stop = g_signals.stop + 1; break;
     case SIGHUP: g_signals.reload = 1; break;
     case SIGUSR1: g_signals.reopen = 1; break;
+    case SIGUSR2: g_signals.upgrade = 1; break;
     case SIGALRM: g_signals.alarm = 1; break;
     default: break;
   }
@@ -48,6 +49,11 @@ void installMasterSignals() {
 
 const sigset_t& masterWaitMask() {
   return g_wait_mask;
+}
+
+void disarmAlarm() {
+  itimerval off{};
+  setitimer(ITIMER_REAL, &off, nullptr);
 }
 
 void armAlarm(long ms) {

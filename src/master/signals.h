@@ -14,6 +14,7 @@ struct SignalFlags {
   volatile sig_atomic_t stop = 0;    // SIGTERM/SIGINT: how many arrived (2nd = stop now)
   volatile sig_atomic_t reload = 0;  // SIGHUP
   volatile sig_atomic_t reopen = 0;  // SIGUSR1
+  volatile sig_atomic_t upgrade = 0; // SIGUSR2: re-execute the binary
   volatile sig_atomic_t alarm = 0;   // SIGALRM: a deadline (janitor, back-off, drain) is due
 };
 
@@ -27,6 +28,11 @@ void installMasterSignals();
 // The mask to sleep with in sigsuspend(): the previous mask minus the
 // handled signals.
 const sigset_t& masterWaitMask();
+
+// Before the master re-executes itself: the timer outlives exec. The
+// handled signals stay blocked across it, so one that arrives meanwhile
+// stays pending until the new image has its handlers.
+void disarmAlarm();
 
 // Arms a one-shot SIGALRM `ms` from now (at least 1 ms).
 void armAlarm(long ms);

@@ -2,15 +2,18 @@
 // of every word, and the process-local view (Layout) every subsystem handle
 // reads it through. Private to src/shm.
 //
-// The mapping is one anonymous MAP_SHARED region created by the master before
-// the first fork, so it sits at the same address in every process and the
-// raw pointers kept in Layout are valid everywhere. It is carved once into
-// fixed arrays at 64-byte-aligned offsets and never allocated from again.
-// Fresh anonymous pages are zero, and a zero std::atomic of a lock-free
-// integer type is that integer 0, so the large arrays (ticket ring, bitmaps,
-// client tags, pass table, revocations, client table) are used as they come,
-// without touching (and committing) every page at start-up; only the header
-// is written.
+// The mapping is one MAP_SHARED region of a file (a memfd, or the state
+// dir's segment file) mapped by the master before the first fork, so it
+// sits at the same address in every process and the raw pointers kept in
+// Layout are valid everywhere. Nothing in it is a pointer: a master that maps
+// it again after a restart or a binary upgrade finds every word meaning what
+// it meant. It is carved once into fixed arrays at 64-byte-aligned offsets
+// and never allocated from again. A fresh file reads as zeros without
+// taking memory (ftruncate makes it sparse), and a zero std::atomic of a
+// lock-free integer type is that integer 0, so the large arrays (ticket
+// ring, bitmaps, client tags, pass table, revocations, client table) are
+// used as they come, without touching (and committing) every page at
+// start-up; only the header is written.
 //
 // Word by word, who writes (each subsystem's file says more):
 //   Header      master at create (magic, layout_version and the geometry
@@ -96,7 +99,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 17;
+constexpr uint32_t kLayoutVersion = 18;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -335,7 +338,8 @@ struct alignas(64) Header {
   uint32_t pass_table_size;
   uint32_t revocation_table_size;
   uint32_t client_table_size;
-  std::atomic<int64_t> asset_cap;       // fixed after create
+  uint64_t boot_id[2];                  // the machine's boot when created: its times are this boot's monotonic clock
+  std::atomic<int64_t> asset_cap;       // fixed while a process maps it; set again by a master that maps it anew
   std::atomic<int64_t> long_lived_cap;  // set at create and by the master on reload
   std::atomic<int64_t> page_cap;
   std::atomic<int64_t> configured_page_cap;

@@ -282,6 +282,7 @@ int64_t PassTable::reclaim(WorkerSlot slot) {
   int64_t holds = 0;
   for (uint32_t i = 0; i < layout.geometry.pass_table_size; ++i) {
     for (PassProto proto : {PassProto::H1, PassProto::H2}) {
+      if (slot >= layout.geometry.worker_slots) break;  // the master's janitor holds no cells
       std::atomic<uint32_t>& cell = layout.passCell(i, slot, proto);
       if (cell.load(std::memory_order_relaxed) != 0) holds += cell.exchange(0, std::memory_order_seq_cst);
     }

@@ -16,8 +16,15 @@
 #include "shm/segment.h"
 
 #include <bit>
-#include <boost/interprocess/anonymous_shared_memory.hpp>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
+#include <cerrno>
+#include <cstring>
 #include <cinttypes>
 #include <cstdio>
 #include <new>
@@ -80,6 +87,25 @@ Offsets carve(const Geometry& g) {
   return o;
 }
 
+// This boot's id (/proc/sys/kernel/random/boot_id, a UUID) as two words;
+// zeros when it cannot be read.
+void readBootId(uint64_t out[2]) {
+  out[0] = out[1] = 0;
+  int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char text[64] = {};
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  int digits = 0;
+  for (ssize_t i = 0; i < n && digits < 32; ++i) {
+    const char c = text[i];
+    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (v < 0) continue;
+    out[digits / 16] = out[digits / 16] << 4 | static_cast<uint64_t>(v);
+    ++digits;
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- geometry
@@ -114,13 +140,17 @@ Geometry computeGeometry(int64_t max_queue, int32_t cap, int workers, int32_t as
 
 // ---------------------------------------------------------------- lifecycle
 struct Segment::Mapping {
+  int fd = -1;
   boost::interprocess::mapped_region region;
   Layout layout;
+  ~Mapping() {
+    if (fd >= 0) ::close(fd);
+  }
 };
 
-Segment::Segment(std::unique_ptr<Mapping> mapping)
+Segment::Segment(std::unique_ptr<Mapping> mapping, std::vector<int> eventfds)
     : mapping_(std::move(mapping)),
-      slots_(mapping_->layout),
+      slots_(mapping_->layout, std::move(eventfds)),
       pages_(mapping_->layout, slots_),
       assets_(mapping_->layout, slots_, &SlotRecord::asset, &mapping_->layout.header->asset_cap, Resource::AssetSlot,
               nullptr, "asset"),
@@ -143,14 +173,16 @@ Segment::Segment(std::unique_ptr<Mapping> mapping)
 
 Segment::~Segment() = default;
 
-std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_cap, int32_t asset_cap,
-                                         int32_t long_lived_cap) {
-  if (!validGeometry(geometry)) throw std::invalid_argument("shm: invalid segment geometry");
-  if (page_cap < 1 || asset_cap < 1 || long_lived_cap < 1) throw std::invalid_argument("shm: caps must be >= 1");
-  const Offsets off = carve(geometry);
-
+// Maps `bytes` of `fd` shared and read-write (through its /proc/self/fd
+// name, which is what Boost.Interprocess opens) and points a Layout at the
+// carving of `geometry`. The mapping keeps fd.
+std::unique_ptr<Segment::Mapping> Segment::map(int fd, const Geometry& geometry, size_t bytes) {
   auto mapping = std::make_unique<Mapping>();
-  mapping->region = boost::interprocess::anonymous_shared_memory(off.total);
+  mapping->fd = fd;
+  const std::string name = "/proc/self/fd/" + std::to_string(fd);
+  boost::interprocess::file_mapping file(name.c_str(), boost::interprocess::read_write);
+  mapping->region = boost::interprocess::mapped_region(file, boost::interprocess::read_write, 0, bytes);
+  const Offsets off = carve(geometry);
   Layout& l = mapping->layout;
   l.geometry = geometry;
   l.ring_mask = geometry.ring_size - 1;
@@ -158,9 +190,8 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.revocation_mask = geometry.revocation_table_size - 1;
   l.client_mask = geometry.client_table_size - 1;
   l.ring_bits = static_cast<uint32_t>(std::countr_zero(geometry.ring_size));
-
   auto* base = static_cast<unsigned char*>(mapping->region.get_address());
-  l.header = new (base) Header();
+  l.header = reinterpret_cast<Header*>(base);
   l.slots = reinterpret_cast<SlotRecord*>(base + off.slots);
   l.entries = reinterpret_cast<TicketEntry*>(base + off.entries);
   l.cookie_sent = reinterpret_cast<std::atomic<uint32_t>*>(base + off.cookie_sent);
@@ -179,6 +210,32 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   l.client_tags = reinterpret_cast<std::atomic<uint32_t>*>(base + off.client_tags);
   l.history = reinterpret_cast<HistoryRing*>(base + off.history);
   l.cluster = reinterpret_cast<ClusterArea*>(base + off.cluster);
+  return mapping;
+}
+
+std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_cap, int32_t asset_cap,
+                                         int32_t long_lived_cap, int fd) {
+  if (fd < 0) fd = memfd_create("concert-segment", MFD_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
+  auto closeFd = [fd] { ::close(fd); };
+  if (!validGeometry(geometry)) {
+    closeFd();
+    throw std::invalid_argument("shm: invalid segment geometry");
+  }
+  if (page_cap < 1 || asset_cap < 1 || long_lived_cap < 1) {
+    closeFd();
+    throw std::invalid_argument("shm: caps must be >= 1");
+  }
+  const Offsets off = carve(geometry);
+  // Emptied first: a file that held an older segment must read as zeros.
+  if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(off.total)) != 0) {
+    const int error = errno;
+    closeFd();
+    throw std::runtime_error(std::string("sizing the segment: ") + std::strerror(error));
+  }
+  std::unique_ptr<Mapping> mapping = map(fd, geometry, off.total);
+  Layout& l = mapping->layout;
+  new (l.header) Header();
   for (uint32_t s = 0; s < geometry.worker_slots; ++s) new (&l.slots[s]) SlotRecord();
 
   Header& h = *l.header;
@@ -190,6 +247,7 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.pass_table_size = geometry.pass_table_size;
   h.revocation_table_size = geometry.revocation_table_size;
   h.client_table_size = geometry.client_table_size;
+  readBootId(h.boot_id);
   h.asset_cap.store(asset_cap);
   h.long_lived_cap.store(long_lived_cap);
   h.page_cap.store(page_cap);
@@ -212,19 +270,99 @@ std::unique_ptr<Segment> Segment::create(const Geometry& geometry, int32_t page_
   h.room.rate_burst.store(1);
   h.room.rate_tat.store(0);
 
-  checkHeader(base, off.total);  // the header just written reads back as this binary's
+  checkHeader(l.header, off.total);  // the header just written reads back as this binary's
 
   // The handles (WorkerSlots creates the eventfds) are made last, over the
   // finished layout.
-  return std::unique_ptr<Segment>(new Segment(std::move(mapping)));
+  return std::unique_ptr<Segment>(new Segment(std::move(mapping), {}));
+}
+
+std::unique_ptr<Segment> Segment::attach(int fd, std::vector<int> eventfds) {
+  auto refuse = [&](const std::string& why) {
+    ::close(fd);
+    for (int e : eventfds)
+      if (e >= 0) ::close(e);
+    throw std::runtime_error(why);
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) refuse(std::string("fstat: ") + std::strerror(errno));
+  const auto bytes = static_cast<size_t>(st.st_size);
+  Header header;
+  if (bytes < sizeof(Header) || ::pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header))
+    refuse("the segment is " + std::to_string(bytes) + " bytes, too small for its header (" +
+           std::to_string(sizeof(Header)) + " bytes)");
+  try {
+    checkHeader(&header, sizeof header, bytes);
+  } catch (const std::exception& e) {
+    refuse(e.what());
+  }
+  Geometry g;
+  g.ring_size = header.ring_size;
+  g.worker_slots = header.worker_slots;
+  g.pass_table_size = header.pass_table_size;
+  g.revocation_table_size = header.revocation_table_size;
+  g.client_table_size = header.client_table_size;
+  std::unique_ptr<Mapping> mapping = map(fd, g, bytes);
+  return std::unique_ptr<Segment>(new Segment(std::move(mapping), std::move(eventfds)));
+}
+
+Layout& Segment::view() {
+  return mapping_->layout;
+}
+
+const Layout& Segment::view() const {
+  return mapping_->layout;
+}
+
+int Segment::fd() const {
+  return mapping_->fd;
+}
+
+bool Segment::thisBoot() const {
+  uint64_t now[2];
+  readBootId(now);
+  const Header& h = *mapping_->layout.header;
+  return now[0] == h.boot_id[0] && now[1] == h.boot_id[1];
+}
+
+Segment::Recovered Segment::recover(bool (*alive)(int pid), Millis now, Millis silent_limit) {
+  Recovered out;
+  for (WorkerSlot slot = 0; slot < mapping_->layout.geometry.worker_slots; ++slot) {
+    const int pid = slots_.pid(slot);
+    if (pid == 0) continue;
+    // A pid taken again by another process: a worker that fell silent.
+    if (alive(pid) && now - slots_.lastHeartbeat(slot) <= silent_limit) {
+      out.draining.push_back(slot);
+      continue;
+    }
+    const ReclaimReport r = reclaimDeadWorker(slot);
+    out.reclaimed.page_slots += r.page_slots;
+    out.reclaimed.asset_slots += r.asset_slots;
+    out.reclaimed.long_lived_slots += r.long_lived_slots;
+    out.reclaimed.tickets_finished += r.tickets_finished;
+    out.reclaimed.pass_holds += r.pass_holds;
+    out.reclaimed.revocation_writes += r.revocation_writes;
+    out.reclaimed.client_writes += r.client_writes;
+    ++out.slots_reclaimed;
+  }
+  // What the previous master's janitor left half done: a pass it was
+  // evicting, a pre-queue block it was opening.
+  static_cast<Handle&>(passes_).reclaim(kOwnerMaster);
+  static_cast<Handle&>(tickets_).reclaim(kOwnerMaster);
+  tickets_.resync();
+  return out;
 }
 
 // ---------------------------------------------------------------- header check
 void Segment::checkHeader(const void* address, size_t bytes) {
+  checkHeader(address, bytes, bytes);
+}
+
+void Segment::checkHeader(const void* address, size_t readable, size_t bytes) {
   char where[64];
   std::snprintf(where, sizeof where, "shared segment at %p", address);
   auto refuse = [&where](const std::string& what) { throw std::runtime_error(where + (" " + what)); };
-  if (address == nullptr || bytes < sizeof(Header))
+  if (address == nullptr || readable < sizeof(Header) || bytes < sizeof(Header))
     refuse("is " + std::to_string(bytes) + " bytes, too small for its header (" + std::to_string(sizeof(Header)) +
            " bytes)");
   const Header& h = *static_cast<const Header*>(address);
@@ -264,7 +402,7 @@ const Geometry& Segment::geometry() const {
 }
 
 size_t Segment::bytes() const {
-  return mapping_->region.get_size();
+  return mapping_->layout.header->total_bytes;
 }
 
 void* Segment::address() {

@@ -1,9 +1,11 @@
 // The shared-memory segment: the state every Concert process shares.
 //
-// Created once by the master before the first fork (an anonymous shared
-// mapping made through Boost.Interprocess), carved once into fixed arrays and
-// never allocated from again. Pointer-free: integers, 64-bit lock-free
-// atomics and indices only, so it means the same thing in every process.
+// Created once by the master before the first fork (a shared mapping of a
+// file, made through Boost.Interprocess: a memfd, or the segment file of
+// -state-dir), carved once into fixed arrays and never allocated from again.
+// Pointer-free: integers, 64-bit lock-free atomics and indices only, so it
+// means the same thing in every process, and to a master that maps it again
+// after a restart, a crash or a binary upgrade (attach).
 //
 // The segment is a set of subsystems, each a thin handle over its part of
 // the carved layout (layout.h), each with its own header:
@@ -46,6 +48,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "shm/admit_rate.h"
 #include "shm/clients.h"
@@ -71,11 +75,51 @@ namespace concert::shm {
 class Segment {
  public:
   // Master only, before any fork. `page_cap`, `asset_cap` and
-  // `long_lived_cap` are the starting caps; asset_cap is fixed for the
-  // segment's life. Creates one eventfd per worker slot (inherited across fork).
+  // `long_lived_cap` are the starting caps; asset_cap is fixed while any
+  // process maps the segment. Carved into `fd` (sized here; a file of the
+  // state dir), or into a new memfd when fd < 0; the segment owns the fd.
+  // Creates one eventfd per worker slot (inherited across fork).
   static std::unique_ptr<Segment> create(const Geometry& geometry, int32_t page_cap, int32_t asset_cap,
-                                         int32_t long_lived_cap = 10000);
+                                         int32_t long_lived_cap = 10000, int fd = -1);
+  // Master only: maps the segment an earlier master made in `fd` (the state
+  // dir's file after a restart; the fd handed over by a binary upgrade).
+  // Throws std::runtime_error, leaving the file untouched, when its header
+  // is not this binary's (checkHeader). `eventfds`: the slots' eventfds
+  // handed over with it (an upgrade), else new ones. Owns fd and eventfds.
+  static std::unique_ptr<Segment> attach(int fd, std::vector<int> eventfds = {});
   ~Segment();
+
+  // The file the segment is mapped from, close-on-exec (a binary upgrade
+  // clears the flag to hand it over), and the slots' eventfds.
+  int fd() const;
+  const std::vector<int>& eventFds() const { return slots_.eventFds(); }
+  // Made since this machine booted: its times are of this boot's monotonic
+  // clock. A segment of an earlier boot (a state dir that is not a tmpfs)
+  // is not used.
+  bool thisBoot() const;
+
+  // A restart: the previous master and its workers are gone (`alive(pid)`
+  // says false for the pid a slot names, or the slot's heartbeat is older
+  // than `silent_limit`) or still draining (their slots stay theirs,
+  // returned in `draining`). Returns what dead
+  // processes held (reclaimDeadWorker per slot) and finishes what the
+  // previous master's janitor left half done.
+  struct Recovered {
+    ReclaimReport reclaimed;
+    int slots_reclaimed = 0;
+    std::vector<WorkerSlot> draining;
+  };
+  Recovered recover(bool (*alive)(int pid), Millis now, Millis silent_limit);
+
+  // A restart into another geometry (a larger -max-queue, more workers):
+  // copies this segment's state into `to`, a fresh segment. Every live
+  // ticket keeps its number, nonce, state and place; clients, bans, passes,
+  // revocations, counters, marks, the history and the cluster cache come
+  // along. Both must be quiescent (no process runs on either; recover()
+  // first). False, `to` to be thrown away, when the live tickets do not
+  // fit in to's ring (it is smaller) or a sale's pre-queue block is open;
+  // `why` says which.
+  bool copyInto(Segment& to, std::string* why) const;
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
@@ -90,6 +134,9 @@ class Segment {
   // the header it has just written; a process that takes over a mapping it
   // did not carve checks it before any use.
   static void checkHeader(const void* address, size_t bytes);
+  // The same for a header read (`readable` bytes at `address`) from a file
+  // of `bytes` bytes.
+  static void checkHeader(const void* address, size_t readable, size_t bytes);
   void checkHeader() const { checkHeader(address(), bytes()); }
   // Where the mapping starts: its header (layout.h).
   void* address();
@@ -165,7 +212,10 @@ class Segment {
 
  private:
   struct Mapping;  // the mapped region and this process's Layout of it
-  explicit Segment(std::unique_ptr<Mapping> mapping);
+  Segment(std::unique_ptr<Mapping> mapping, std::vector<int> eventfds);
+  static std::unique_ptr<Mapping> map(int fd, const Geometry& geometry, size_t bytes);
+  Layout& view();
+  const Layout& view() const;
 
   std::unique_ptr<Mapping> mapping_;  // first: every handle points into it
   WorkerSlots slots_;

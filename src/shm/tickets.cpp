@@ -776,6 +776,16 @@ int64_t TicketRing::retireClient(uint32_t client) {
   return retired;
 }
 
+void TicketRing::resync() {
+  Layout& layout = *layout_;
+  for (uint32_t i = 0; i < layout.geometry.ring_size; ++i) syncBits(layout, i);
+  layout.waiting.rebuild();
+  layout.returned.rebuild();
+  layout.missed.rebuild();
+  layout.out.rebuild();
+  advanceLowWater(layout);
+}
+
 int64_t TicketRing::reclaim(WorkerSlot slot) {
   Layout& layout = *layout_;
   // A block its opener left half open: finished if the head is placed,

@@ -314,6 +314,9 @@ class TicketRing final : public Handle, public Line {
   // PageSlot waiters are woken.
   int64_t retireClient(uint32_t client);
   int64_t reclaim(WorkerSlot slot) override;  // finishes its Reserved tickets
+  // Every entry's bits from its state word, then every count, then L
+  // (Segment, after it wrote entries directly: a copy into a new ring).
+  void resync();
   // cap - occupancy (+ own: slots the caller holds for this), as the gate
   // lets the line use them: 0 while the line stands still, everyone when
   // every turn has come (line_gate.h).

@@ -11,7 +11,13 @@
 
 namespace concert::shm {
 
-WorkerSlots::WorkerSlots(Layout& layout) : layout_(&layout) {
+WorkerSlots::WorkerSlots(Layout& layout, std::vector<int> handed) : layout_(&layout) {
+  if (handed.size() == layout.geometry.worker_slots) {
+    eventfds_ = std::move(handed);
+    return;
+  }
+  for (int fd : handed)
+    if (fd >= 0) close(fd);
   eventfds_.assign(layout.geometry.worker_slots, -1);
   for (int& fd : eventfds_) {
     fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -42,7 +42,9 @@
 // order, as consumeWake) and frees the slot.
 //
 // The eventfds themselves are process-local: one per slot, created by the
-// master before the first fork and inherited by every worker.
+// master before the first fork and inherited by every worker; a binary
+// upgrade hands them to the new master image with the segment, so that its
+// workers and the old ones still wake each other.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +76,7 @@ class WorkerSlots {
   uint32_t running() const;  // slots with a live process
 
   int eventFd(WorkerSlot slot) const;  // readable when woken
+  const std::vector<int>& eventFds() const { return eventfds_; }
   // The worker owning `slot` in this process: wake-ups for it call `fn(arg)`
   // (which must only schedule work) instead of writing the eventfd.
   void setLocalWake(WorkerSlot slot, void (*fn)(void*), void* arg);
@@ -89,7 +92,9 @@ class WorkerSlots {
 
  private:
   friend class Segment;
-  explicit WorkerSlots(Layout& layout);  // creates one eventfd per slot
+  // One eventfd per slot: `handed` (the ones a previous master image made,
+  // still read by its workers: a binary upgrade), else new ones.
+  WorkerSlots(Layout& layout, std::vector<int> handed);
   // Master, the slot's process reaped: lower its flags, drain its eventfd,
   // mark it free. Wakes nobody (Segment::reclaimDeadWorker does, once).
   void reclaim(WorkerSlot slot);

@@ -29,10 +29,14 @@ std::string slurp(const std::string& path) {
   return buffer.str();
 }
 
-// The one deliberate difference between conf/concert.yaml and the built-in
-// defaults: a small cap so that `make run` shows the queue quickly.
+// The deliberate differences between conf/concert.yaml and the built-in
+// defaults: a small cap so that `make run` shows the queue quickly, and the
+// state dir an installed Concert keeps its line in (`make run` and the
+// tests pass -state-dir "").
 constexpr std::string_view kDemoKey = "cap";
 constexpr std::string_view kDemoValue = "5";
+constexpr std::string_view kStateKey = "state-dir";
+constexpr std::string_view kStateValue = "/run/concert";
 
 }  // namespace
 
@@ -144,6 +148,7 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"cluster-lease", "CONCERT_CLUSTER_LEASE"},
       {"cluster-lease-ttl", "CONCERT_CLUSTER_LEASE_TTL"},
       {"cluster-fail", "CONCERT_CLUSTER_FAIL"},
+      {"state-dir", "CONCERT_STATE_DIR"},
   };
   for (const auto& entry : expected) {
     const char* name = entry.first;
@@ -170,6 +175,8 @@ TEST_CASE("conf/concert.yaml ships every key with its default") {
     REQUIRE(value.IsScalar());
     if (s.name == kDemoKey) {
       CHECK(value.Scalar() == kDemoValue);
+    } else if (s.name == kStateKey) {
+      CHECK(value.Scalar() == kStateValue);
     } else {
       CHECK(value.Scalar() == s.default_text);
     }
@@ -187,7 +194,7 @@ TEST_CASE("conf/concert.yaml ships every key with its default") {
   CHECK(r.warnings.empty());
   LoadResult defaults = run({}, {{"CONCERT_ADMIT_SECRET", kSecret}});
   for (const Setting& s : settings()) {
-    if (s.name == kDemoKey || s.name == "asset-cap") continue;  // asset-cap is derived from cap
+    if (s.name == kDemoKey || s.name == kStateKey || s.name == "asset-cap") continue;  // asset-cap: derived from cap
     INFO(s.name);
     CHECK(valueText(s, *r.config) == valueText(s, *defaults.config));
   }

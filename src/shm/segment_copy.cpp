@@ -1,0 +1,187 @@
+// Segment::copyInto: a restart into another geometry (segment.h).
+//
+// Both segments are quiescent: the old one was recovered (no slot holds
+// anything, no entry is half written) and nobody maps the new one yet, so
+// plain loads and stores suffice. The rules that make the copy exact:
+//   * The header is copied whole (counters, the line's numbers, the pace,
+//     the room's mode and rate, the once marks, the sale), then given the
+//     new geometry.
+//   * A ticket lives in the entry its number names (number mod ring), so a
+//     ring that only grows takes every entry of the old one to its own
+//     entry of the new one: two entries of the old ring differ modulo the
+//     old size, hence modulo any multiple of it. Every number stays below
+//     next_ticket, so an entry's numbers still only grow. The bits and
+//     their counts are then rebuilt from the state words, and every
+//     position comes out as it was.
+//   * Client entries, passes and revocations move to their home bucket in
+//     the new tables (first free entry of the probe run); a ticket's client
+//     tag follows its client's new index, and its lap the new ring.
+//   * Per-slot histogram cells move slot for slot; the cells of slots the
+//     new segment does not have are added to its slot 0.
+//   * The history and the cluster cache have a fixed size: copied as bytes.
+#include <cstring>
+#include <vector>
+
+#include "shm/layout.h"
+#include "shm/segment.h"
+
+namespace concert::shm {
+
+namespace {
+
+constexpr uint32_t kNoIndex = 0xffffffffu;
+
+// The first free entry of `key`'s probe run in a table of `mask` + 1
+// entries, at most `window` from home; kNoIndex when there is none.
+template <typename Used>
+uint32_t freeEntry(uint64_t a, uint64_t b, uint32_t mask, uint32_t window, Used used) {
+  const uint32_t home = static_cast<uint32_t>(hashId(a, b)) & mask;
+  const uint32_t probes = window < mask + 1 ? window : mask + 1;
+  for (uint32_t i = 0; i < probes; ++i) {
+    const uint32_t index = (home + i) & mask;
+    if (!used(index)) return index;
+  }
+  return kNoIndex;
+}
+
+template <typename T>
+void copyAtomic(std::atomic<T>& to, const std::atomic<T>& from) {
+  to.store(from.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+// Probe windows no longer than the tables' own lookups use.
+constexpr uint32_t kClientWindow = 32;
+constexpr uint32_t kPassWindow = 128;
+constexpr uint32_t kRevocationWindow = 64;
+
+}  // namespace
+
+bool Segment::copyInto(Segment& to, std::string* why) const {
+  const Layout& a = view();
+  Layout& b = to.view();
+  const Geometry& ga = a.geometry;
+  const Geometry& gb = b.geometry;
+  if (gb.ring_size < ga.ring_size || gb.pass_table_size < ga.pass_table_size ||
+      gb.revocation_table_size < ga.revocation_table_size || gb.client_table_size < ga.client_table_size) {
+    *why = "the new segment is smaller than the old one in some table";
+    return false;
+  }
+  const BlockPhase phase = blockPhase(a.header->sale.block.load(std::memory_order_seq_cst));
+  if (phase == BlockPhase::Opening || phase == BlockPhase::Open) {
+    *why = "a sale's pre-queue block is open (its size is half the ring)";
+    return false;
+  }
+
+  // -- the header, then the new geometry over it
+  const uint64_t total_bytes = b.header->total_bytes;
+  std::memcpy(static_cast<void*>(b.header), a.header, sizeof(Header));
+  Header& hb = *b.header;
+  hb.ring_size = gb.ring_size;
+  hb.total_bytes = total_bytes;
+  hb.worker_slots = gb.worker_slots;
+  hb.pass_table_size = gb.pass_table_size;
+  hb.revocation_table_size = gb.revocation_table_size;
+  hb.client_table_size = gb.client_table_size;
+
+  // -- histogram cells, slot for slot
+  for (uint32_t s = 0; s < ga.worker_slots; ++s) {
+    const uint32_t into = s < gb.worker_slots ? s : 0;
+    for (size_t h = 0; h < kHistogramCount; ++h) {
+      const HistogramCells& from = a.slots[s].histograms[h];
+      HistogramCells& cells = b.slots[into].histograms[h];
+      for (size_t i = 0; i <= kHistogramBounds; ++i)
+        cells.buckets[i].fetch_add(from.buckets[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+      cells.sum_micros.fetch_add(from.sum_micros.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+  }
+
+  // -- clients, to their home runs; old index -> new index for the tags
+  std::vector<uint32_t> client_moved(ga.client_table_size, kNoIndex);
+  for (uint32_t i = 0; i < ga.client_table_size; ++i) {
+    const ClientEntry& from = a.clients[i];
+    const uint64_t word = from.state.load(std::memory_order_relaxed);
+    if (clientState(word) != ClientState::Live) continue;
+    const uint64_t ka = from.key[0].load(std::memory_order_relaxed);
+    const uint64_t kb = from.key[1].load(std::memory_order_relaxed);
+    const uint32_t j = freeEntry(ka, kb, b.client_mask, kClientWindow, [&](uint32_t x) {
+      return clientState(b.clients[x].state.load(std::memory_order_relaxed)) != ClientState::Empty;
+    });
+    if (j == kNoIndex) continue;  // its run is full: the client starts anew
+    ClientEntry& into = b.clients[j];
+    copyAtomic(into.key[0], from.key[0]);
+    copyAtomic(into.key[1], from.key[1]);
+    copyAtomic(into.live, from.live);
+    copyAtomic(into.strikes, from.strikes);
+    copyAtomic(into.ban, from.ban);
+    copyAtomic(into.last_seen, from.last_seen);
+    into.state.store(word, std::memory_order_relaxed);
+    client_moved[i] = j;
+  }
+
+  // -- the ticket ring: each entry to the entry its number names
+  for (uint32_t i = 0; i < ga.ring_size; ++i) {
+    const TicketEntry& from = a.entries[i];
+    const uint64_t word = from.state.load(std::memory_order_relaxed);
+    const uint64_t ticket = entryTicket(word);
+    if (ticket == 0) continue;
+    const uint32_t j = b.index(ticket);
+    TicketEntry& into = b.entries[j];
+    copyAtomic(into.nonce, from.nonce);
+    copyAtomic(into.last_seen, from.last_seen);
+    copyAtomic(into.last_poll, from.last_poll);
+    copyAtomic(into.ready_since, from.ready_since);
+    copyAtomic(into.seen, from.seen);
+    into.state.store(word, std::memory_order_relaxed);
+    copyAtomic(b.cookie_sent[j], a.cookie_sent[i]);
+    copyAtomic(b.issued_at[j], a.issued_at[i]);
+    const uint32_t tag = a.client_tags[i].load(std::memory_order_relaxed);
+    uint32_t moved = 0;
+    if (tagNames(tag, ticket, a.ring_bits) && tagClient(tag) < ga.client_table_size &&
+        client_moved[tagClient(tag)] != kNoIndex)
+      moved = packClientTag(ticket, b.ring_bits, client_moved[tagClient(tag)]);
+    b.client_tags[j].store(moved, std::memory_order_relaxed);
+  }
+
+  // -- passes (no holds: nothing runs), to their home runs
+  for (uint32_t i = 0; i < ga.pass_table_size; ++i) {
+    const uint64_t word = a.pass_state[i].load(std::memory_order_relaxed);
+    if (passState(word) != PassState::Live) continue;
+    const uint64_t ia = a.pass_id[2 * i].load(std::memory_order_relaxed);
+    const uint64_t ib = a.pass_id[2 * i + 1].load(std::memory_order_relaxed);
+    const uint32_t j = freeEntry(ia, ib, b.pass_mask, kPassWindow, [&](uint32_t x) {
+      return passState(b.pass_state[x].load(std::memory_order_relaxed)) != PassState::Empty;
+    });
+    if (j == kNoIndex) continue;
+    b.pass_id[2 * j].store(ia, std::memory_order_relaxed);
+    b.pass_id[2 * j + 1].store(ib, std::memory_order_relaxed);
+    copyAtomic(b.pass_last_used[j], a.pass_last_used[i]);
+    b.pass_state[j].store(word, std::memory_order_relaxed);
+  }
+
+  // -- revocations, to their home runs
+  for (uint32_t i = 0; i < ga.revocation_table_size; ++i) {
+    const RevocationEntry& from = a.revocations[i];
+    const uint64_t word = from.state.load(std::memory_order_relaxed);
+    if (revocationState(word) != RevocationState::Live) continue;
+    const uint64_t ia = from.id[0].load(std::memory_order_relaxed);
+    const uint64_t ib = from.id[1].load(std::memory_order_relaxed);
+    const uint32_t j = freeEntry(ia, ib, b.revocation_mask, kRevocationWindow, [&](uint32_t x) {
+      return revocationState(b.revocations[x].state.load(std::memory_order_relaxed)) != RevocationState::Empty;
+    });
+    if (j == kNoIndex) continue;
+    RevocationEntry& into = b.revocations[j];
+    into.id[0].store(ia, std::memory_order_relaxed);
+    into.id[1].store(ib, std::memory_order_relaxed);
+    copyAtomic(into.until, from.until);
+    into.state.store(word, std::memory_order_relaxed);
+  }
+
+  // -- fixed-size areas
+  std::memcpy(static_cast<void*>(b.history), a.history, sizeof(HistoryRing));
+  std::memcpy(static_cast<void*>(b.cluster), a.cluster, sizeof(ClusterArea));
+
+  to.tickets_.resync();
+  return true;
+}
+
+}  // namespace concert::shm
