@@ -231,7 +231,7 @@ const Setting kSettings[] = {
     // -- waiting room
     {"cap", "CONCERT_CAPACITY", VT::Int, "500", 1, kInt32Max, false, R::Live, kRoom,
      "page requests the origin sees at once", &Config::cap, nullptr},
-    {"max-queue", "CONCERT_MAX_QUEUE", VT::Int, "10000", 0, 1 << 30, false, R::Restart, kRoom,
+    {"max-queue", "CONCERT_MAX_QUEUE", VT::Int, "10000", 0, 1 << 30, false, R::Live, kRoom,
      "waiting visitors before new arrivals get 503 (0 = unlimited); sizes the ticket ring", &Config::max_queue,
      nullptr},
     {"reaper", "CONCERT_REAPER", VT::Duration, "30s", 5 * kSecond, 24 * kHour, true, R::Live, kRoom,

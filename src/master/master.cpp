@@ -47,6 +47,7 @@
 #include "master/master.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -61,6 +62,7 @@
 #include "common/clock.h"
 #include "admission/room.h"
 #include "cluster/agent.h"
+#include "common/control.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "master/daemon.h"
@@ -144,6 +146,7 @@ struct WorkerProc {
   bool killed = false;  // SIGKILL already sent
   bool ready = false;   // it has sent its first heartbeat
   bool child = true;    // false: a worker of a previous run (its master died), watched by pid and heartbeat
+  int control_fd = -1;  // this end of its control channel (common/control.h); -1: none (a previous run's)
 };
 
 std::string describeExit(int status) {
@@ -202,6 +205,7 @@ class Master {
   void beginStop(Millis now);
   void reload(Millis now);
   void upgrade(Millis now);
+  bool growLive(const shm::Geometry& target, std::string* why);
   void watchForeignWorkers(Millis now);
   void reopenLogs();
   void runDeadlines(Millis now);
@@ -438,6 +442,7 @@ bool Master::openSegment(std::string* error) {
         p.started_at = now;
         p.ready = true;
         p.child = w.child;
+        p.control_fd = w.control_fd;
       }
       agent_pid_ = handover_->agent_pid;
       if (wanted.ring_size > segment_->geometry().ring_size || wanted.worker_slots > segment_->geometry().worker_slots)
@@ -672,16 +677,25 @@ void Master::reconcile(Millis now) {
 
 bool Master::spawn(shm::WorkerSlot slot, Millis now) {
   worker::WorkerContext context = workerContext(slot);
-  pid_t pid = fork();
+  int control[2] = {-1, -1};
+  pid_t pid = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) == 0 ? fork() : -1;
   if (pid < 0) {
     LOG_ERROR("fork worker %u: %s", slot, std::strerror(errno));
+    for (int fd : control)
+      if (fd >= 0) close(fd);
     backoff_ = backoff_ ? std::min(backoff_ * 2, kBackoffMax) : kBackoffFirst;
     next_spawn_at_ = now + backoff_;
     return false;
   }
-  if (pid == 0) worker::runWorkerProcess(context);
+  if (pid == 0) {
+    context.control_fd = control[1];
+    context.close_fds.push_back(control[0]);
+    worker::runWorkerProcess(context);
+  }
+  close(control[1]);
   WorkerProc& p = procs_[slot];
   p = WorkerProc{};
+  p.control_fd = control[0];
   p.state = SlotState::Running;
   p.pid = pid;
   p.generation = generation_;
@@ -703,6 +717,8 @@ worker::WorkerContext Master::workerContext(shm::WorkerSlot slot) const {
   // the master's alone.
   if (daemon_ready_fd_ >= 0) context.close_fds.push_back(daemon_ready_fd_);
   if (state_lock_fd_ >= 0) context.close_fds.push_back(state_lock_fd_);
+  for (const WorkerProc& p : procs_)
+    if (p.control_fd >= 0) context.close_fds.push_back(p.control_fd);
   context.drop_privileges = [run_as = run_as_](std::string* error) { return dropPrivileges(run_as, error); };
   return context;
 }
@@ -746,6 +762,7 @@ void Master::reapChildren(Millis now) {
 void Master::onWorkerExit(shm::WorkerSlot slot, int status, Millis now) {
   WorkerProc p = procs_[slot];
   procs_[slot] = WorkerProc{};
+  if (p.control_fd >= 0) close(p.control_fd);
   shm::ReclaimReport r = segment_->reclaimDeadWorker(slot);
   bool expected = p.state == SlotState::Draining || stopping_;
   bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -796,6 +813,8 @@ void Master::spawnAgent(Millis now) {
   for (const BoundListener& l : admin_listeners_) context.close_fds.push_back(l.fd);
   if (daemon_ready_fd_ >= 0) context.close_fds.push_back(daemon_ready_fd_);
   if (state_lock_fd_ >= 0) context.close_fds.push_back(state_lock_fd_);
+  for (const WorkerProc& p : procs_)
+    if (p.control_fd >= 0) context.close_fds.push_back(p.control_fd);
   context.drop_privileges = [run_as = run_as_](std::string* error) { return dropPrivileges(run_as, error); };
   pid_t pid = fork();
   if (pid < 0) {
@@ -910,6 +929,27 @@ void Master::reload(Millis now) {
   // A mode set by POST /_room/mode survives unless the file changed mode.
   if (applyRoomControl(*segment_, *fresh) && !fresh->cluster.empty())
     segment_->cluster().pushOnNextRound(shm::ClusterLine::kPushMode);
+  // A longer -max-queue needs a larger ticket ring: grown now, before the
+  // new generation starts, with everyone's place.
+  const shm::Geometry have = segment_->geometry();
+  shm::Geometry want = largerGeometry(
+      have, shm::computeGeometry(fresh->max_queue, fresh->cap, fresh->workers, fresh->asset_users_max));
+  want.worker_slots = have.worker_slots;
+  if (want.ring_size != have.ring_size || want.client_table_size != have.client_table_size) {
+    std::string why;
+    const Millis started = monotonicMs();
+    if (growLive(want, &why)) {
+      LOG_INFO("reload: segment grown from ring %u to ring %u, %lld waiting kept in order, in %lld ms", have.ring_size,
+               want.ring_size, static_cast<long long>(segment_->tickets().liveQueueDepth()),
+               static_cast<long long>(monotonicMs() - started));
+    } else {
+      LOG_WARN("reload: max-queue %lld needs a larger segment, which cannot be made now (%s); keeping max-queue %lld",
+               static_cast<long long>(fresh->max_queue), why.c_str(), static_cast<long long>(config_->max_queue));
+      auto kept = std::make_shared<config::Config>(*fresh);
+      kept->max_queue = config_->max_queue;
+      fresh = kept;
+    }
+  }
   config_ = fresh;
   ++generation_;
   raiseFileLimit(*config_);
@@ -946,8 +986,8 @@ void Master::upgrade(Millis now) {
   for (size_t slot = 0; slot < procs_.size(); ++slot) {
     const WorkerProc& p = procs_[slot];
     if (p.state == SlotState::Free) continue;
-    h.workers.push_back(
-        Handover::Worker{static_cast<uint32_t>(slot), p.pid, p.generation, p.child, p.state == SlotState::Draining});
+    h.workers.push_back(Handover::Worker{static_cast<uint32_t>(slot), p.pid, p.generation, p.child,
+                                         p.state == SlotState::Draining, p.control_fd});
   }
   h.generation = generation_;
   h.agent_pid = agent_pid_;
@@ -962,6 +1002,73 @@ void Master::upgrade(Millis now) {
             why.c_str());
   systemd::notify("READY=1");
   next_janitor_ = std::min(next_janitor_, now + kJanitorTick);
+}
+
+// A reload that wants a larger segment: every process that maps it is
+// parked between two of its events (common/control.h; the cluster agent is
+// stopped and started again after), the segment is copied in order into one
+// of the larger geometry (shm::Segment::copyInto, every slot's holds with
+// it), and each process moves its view to the copy. A worker that does not
+// park within a second, or a previous run's worker (no control channel),
+// leaves everything as it was.
+bool Master::growLive(const shm::Geometry& target, std::string* why) {
+  constexpr Millis kParkWithin = 1'000;
+  for (const WorkerProc& p : procs_) {
+    if (p.state != SlotState::Free && p.control_fd < 0) {
+      *why = "workers of a previous run still use it";
+      return false;
+    }
+  }
+  if (agent_pid_ != 0) {
+    kill(agent_pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 200 && waitpid(agent_pid_, &status, WNOHANG) == 0; ++i) usleep(10'000);
+    if (kill(agent_pid_, 0) == 0) {
+      kill(agent_pid_, SIGKILL);
+      waitpid(agent_pid_, &status, 0);
+    }
+    agent_pid_ = 0;
+    agent_start_at_ = 0;
+  }
+  std::vector<size_t> asked;
+  for (size_t slot = 0; slot < procs_.size(); ++slot)
+    if (procs_[slot].state != SlotState::Free && common::sendControl(procs_[slot].control_fd, common::Control::Park))
+      asked.push_back(slot);
+  std::vector<size_t> parked;
+  auto release = [&](common::Control word, int fd) {
+    for (size_t slot : parked) common::sendControl(procs_[slot].control_fd, word, fd);
+  };
+  const Millis deadline = monotonicMs() + kParkWithin;
+  for (size_t slot : asked) {
+    common::Control answer{};
+    int passed = -1;
+    const int got = common::receiveControl(procs_[slot].control_fd, &answer, &passed,
+                                           static_cast<int>(std::max<Millis>(0, deadline - monotonicMs())));
+    if (passed >= 0) close(passed);
+    if (got == 1 && answer == common::Control::Parked) {
+      parked.push_back(slot);
+    } else if (got != 0) {  // 0: it died; its words stay as it left them and come along
+      release(common::Control::Go, -1);
+      *why = "worker " + std::to_string(slot) + " did not park within a second";
+      return false;
+    }
+  }
+  std::unique_ptr<shm::Segment> grown;
+  try {
+    grown = config_->state_dir.empty() ? shm::Segment::create(target, 1, 1, 1)
+                                       : newStateSegment(config_->state_dir, target, why);
+  } catch (const std::exception& e) {
+    *why = e.what();
+  }
+  if (!grown || !segment_->copyInto(*grown, why) ||
+      (!config_->state_dir.empty() && !placeStateSegment(config_->state_dir, why))) {
+    if (!config_->state_dir.empty()) discardStateSegment(config_->state_dir);
+    release(common::Control::Go, -1);
+    return false;
+  }
+  segment_->moveTo(std::move(grown));
+  release(common::Control::Move, segment_->fd());
+  return true;
 }
 
 // Workers of a previous run whose master died (not this process's

@@ -61,6 +61,19 @@ bool putInPlace(const std::string& dir, std::string* error) {
 
 }  // namespace
 
+std::unique_ptr<shm::Segment> newStateSegment(const std::string& dir, const shm::Geometry& geometry,
+                                              std::string* error) {
+  return createBeside(dir, geometry, 1, 1, 1, error);
+}
+
+bool placeStateSegment(const std::string& dir, std::string* error) {
+  return putInPlace(dir, error);
+}
+
+void discardStateSegment(const std::string& dir) {
+  ::unlink((dir + "/segment.new").c_str());
+}
+
 bool processRunning(int pid) {
   if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) return false;
   // A zombie (its parent has not reaped it yet) runs no more.

@@ -53,6 +53,13 @@ bool openStateDir(const std::string& dir, const shm::Geometry& wanted, int32_t p
 // same master); -1 with `error` set when another master holds it.
 int lockStateDir(const std::string& dir, std::string* error);
 
+// A reload that grows the segment: a new segment of `geometry` in
+// DIR/segment.new, then put in place of DIR/segment once filled.
+std::unique_ptr<shm::Segment> newStateSegment(const std::string& dir, const shm::Geometry& geometry,
+                                              std::string* error);
+bool placeStateSegment(const std::string& dir, std::string* error);
+void discardStateSegment(const std::string& dir);
+
 // Whether `pid` is a running process (not a zombie).
 bool processRunning(int pid);
 

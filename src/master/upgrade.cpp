@@ -36,6 +36,7 @@ std::vector<int> allFds(const Handover& h) {
   fds.insert(fds.end(), h.eventfds.begin(), h.eventfds.end());
   fds.insert(fds.end(), h.listeners.begin(), h.listeners.end());
   fds.insert(fds.end(), h.admin_listeners.begin(), h.admin_listeners.end());
+  for (const Handover::Worker& w : h.workers) fds.push_back(w.control_fd);
   return fds;
 }
 
@@ -48,14 +49,15 @@ std::string joinInts(const std::vector<int>& values) {
   return out;
 }
 
-// segment=5;events=6,7;public=8;admin=;workers=0:123:2:1:0,1:124:1:1:1;generation=2;agent=125;secret=-1
-// (a worker: slot:pid:generation:child:draining)
+// segment=5;events=6,7;public=8;admin=;workers=0:123:2:1:0:9,1:124:1:1:1:10;generation=2;agent=125;secret=-1
+// (a worker: slot:pid:generation:child:draining:control fd)
 std::string encode(const Handover& h) {
   std::string workers;
   for (const Handover::Worker& w : h.workers) {
     if (!workers.empty()) workers += ',';
     workers.append(std::to_string(w.slot)).append(":").append(std::to_string(w.pid)).append(":");
     workers.append(std::to_string(w.generation)).append(w.child ? ":1" : ":0").append(w.draining ? ":1" : ":0");
+    workers.append(":").append(std::to_string(w.control_fd));
   }
   return "segment=" + std::to_string(h.segment_fd) + ";events=" + joinInts(h.eventfds) +
          ";public=" + joinInts(h.listeners) + ";admin=" + joinInts(h.admin_listeners) + ";workers=" + workers +
@@ -211,10 +213,10 @@ std::optional<Handover> takeHandover(std::string* error) {
       if (key == "workers") {
         for (const std::string& w : split(val, ',')) {
           const std::vector<std::string> parts = split(w, ':');
-          if (parts.size() != 5) throw std::invalid_argument(w);
+          if (parts.size() != 6) throw std::invalid_argument(w);
           h.workers.push_back(Handover::Worker{static_cast<uint32_t>(std::stoul(parts[0])), std::stoi(parts[1]),
                                                static_cast<uint32_t>(std::stoul(parts[2])), parts[3] == "1",
-                                               parts[4] == "1"});
+                                               parts[4] == "1", std::stoi(parts[5])});
         }
       }
     }

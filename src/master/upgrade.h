@@ -30,6 +30,7 @@ struct Handover {
     uint32_t generation = 0;
     bool child = true;      // false: a previous run's worker, not this process's child
     bool draining = false;  // told to drain already (a second SIGTERM would stop it at once)
+    int control_fd = -1;    // the master's end of its control channel
   };
   int segment_fd = -1;
   std::vector<int> eventfds;

@@ -152,10 +152,9 @@ Segment::Segment(std::unique_ptr<Mapping> mapping, std::vector<int> eventfds)
     : mapping_(std::move(mapping)),
       slots_(mapping_->layout, std::move(eventfds)),
       pages_(mapping_->layout, slots_),
-      assets_(mapping_->layout, slots_, &SlotRecord::asset, &mapping_->layout.header->asset_cap, Resource::AssetSlot,
-              nullptr, "asset"),
-      long_lived_(mapping_->layout, slots_, &SlotRecord::long_lived, &mapping_->layout.header->long_lived_cap,
-                  Resource::LongLivedSlot, nullptr, "long-lived"),
+      assets_(mapping_->layout, slots_, &SlotRecord::asset, &Header::asset_cap, Resource::AssetSlot, nullptr, "asset"),
+      long_lived_(mapping_->layout, slots_, &SlotRecord::long_lived, &Header::long_lived_cap, Resource::LongLivedSlot,
+                  nullptr, "long-lived"),
       sessions_(mapping_->layout, slots_),
       clients_(mapping_->layout, slots_),
       line_rate_(mapping_->layout, slots_),
@@ -312,6 +311,42 @@ Layout& Segment::view() {
 
 const Layout& Segment::view() const {
   return mapping_->layout;
+}
+
+void Segment::adopt(std::unique_ptr<Mapping> fresh) {
+  if (fresh->layout.geometry.worker_slots != mapping_->layout.geometry.worker_slots)
+    throw std::runtime_error("a segment grown in place keeps its worker slots");
+  // Every handle points at mapping_->layout: the new view is copied into it,
+  // and the old mapping goes with `fresh`.
+  std::swap(mapping_->region, fresh->region);
+  std::swap(mapping_->fd, fresh->fd);
+  mapping_->layout = fresh->layout;
+}
+
+void Segment::moveTo(std::unique_ptr<Segment> grown) {
+  adopt(std::move(grown->mapping_));
+}
+
+void Segment::moveTo(int fd) {
+  struct stat st {};
+  Header header;
+  if (::fstat(fd, &st) != 0 || ::pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
+    ::close(fd);
+    throw std::runtime_error("the grown segment cannot be read");
+  }
+  try {
+    checkHeader(&header, sizeof header, static_cast<size_t>(st.st_size));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  Geometry g;
+  g.ring_size = header.ring_size;
+  g.worker_slots = header.worker_slots;
+  g.pass_table_size = header.pass_table_size;
+  g.revocation_table_size = header.revocation_table_size;
+  g.client_table_size = header.client_table_size;
+  adopt(map(fd, g, static_cast<size_t>(st.st_size)));
 }
 
 int Segment::fd() const {

@@ -115,11 +115,22 @@ class Segment {
   // copies this segment's state into `to`, a fresh segment. Every live
   // ticket keeps its number, nonce, state and place; clients, bans, passes,
   // revocations, counters, marks, the history and the cluster cache come
-  // along. Both must be quiescent (no process runs on either; recover()
-  // first). False, `to` to be thrown away, when the live tickets do not
-  // fit in to's ring (it is smaller) or a sale's pre-queue block is open;
-  // `why` says which.
+  // along, and each slot's holds as they are. Nothing may move meanwhile:
+  // no process runs on this segment (recover() first), or every one that
+  // maps it is parked between two of its events; nobody maps `to` yet.
+  // False, `to` to be thrown away, when some table of `to` is smaller or a
+  // sale's pre-queue block is open; `why` says which.
   bool copyInto(Segment& to, std::string* why) const;
+
+  // A segment grown while Concert runs (a reload with a longer
+  // -max-queue): the master parks every process that maps this segment
+  // between two of its events, copies it into a larger one (copyInto: every
+  // slot's holds come along), and each process moves its view to the copy.
+  // The handles stay the same objects. Same worker slots only; throws
+  // (std::runtime_error) when the copy cannot be mapped: the process must
+  // then stop, as it would go on alone on the old segment.
+  void moveTo(std::unique_ptr<Segment> grown);  // the master: the copy it made
+  void moveTo(int fd);                          // the others: the copy's fd, handed to them; owns it
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
@@ -216,6 +227,7 @@ class Segment {
   static std::unique_ptr<Mapping> map(int fd, const Geometry& geometry, size_t bytes);
   Layout& view();
   const Layout& view() const;
+  void adopt(std::unique_ptr<Mapping> fresh);
 
   std::unique_ptr<Mapping> mapping_;  // first: every handle points into it
   WorkerSlots slots_;

@@ -1,8 +1,10 @@
 // Segment::copyInto: a restart into another geometry (segment.h).
 //
-// Both segments are quiescent: the old one was recovered (no slot holds
-// anything, no entry is half written) and nobody maps the new one yet, so
-// plain loads and stores suffice. The rules that make the copy exact:
+// Nothing moves while it copies: either no process runs on the old segment
+// (a restart, after recover()) or every process that maps it is parked
+// between two of its events, where no entry is half written by a live
+// process (a reload that grows it). Nobody maps the new one yet. So plain
+// loads and stores suffice. The rules that make the copy exact:
 //   * The header is copied whole (counters, the line's numbers, the pace,
 //     the room's mode and rate, the once marks, the sale), then given the
 //     new geometry.
@@ -83,15 +85,31 @@ bool Segment::copyInto(Segment& to, std::string* why) const {
   hb.revocation_table_size = gb.revocation_table_size;
   hb.client_table_size = gb.client_table_size;
 
-  // -- histogram cells, slot for slot
+  // -- slot records: each slot's ledger, its process and its cells as they
+  // are (a running process's holds come along); the histogram cells of
+  // slots the new segment does not have (free ones: a restart) go to slot 0
   for (uint32_t s = 0; s < ga.worker_slots; ++s) {
-    const uint32_t into = s < gb.worker_slots ? s : 0;
+    const SlotRecord& from = a.slots[s];
+    if (s < gb.worker_slots) {
+      SlotRecord& into = b.slots[s];
+      copyAtomic(into.page, from.page);
+      copyAtomic(into.asset, from.asset);
+      copyAtomic(into.long_lived, from.long_lived);
+      copyAtomic(into.sessions_waiting, from.sessions_waiting);
+      for (int r = 0; r < kPriorityRanks; ++r) copyAtomic(into.ranked_waiting[r], from.ranked_waiting[r]);
+      copyAtomic(into.pid, from.pid);
+      copyAtomic(into.heartbeat, from.heartbeat);
+      copyAtomic(into.generation, from.generation);
+      copyAtomic(into.waiting_mask, from.waiting_mask);
+      copyAtomic(into.wake_pending, from.wake_pending);
+    }
+    const uint32_t cells_into = s < gb.worker_slots ? s : 0;
     for (size_t h = 0; h < kHistogramCount; ++h) {
-      const HistogramCells& from = a.slots[s].histograms[h];
-      HistogramCells& cells = b.slots[into].histograms[h];
+      const HistogramCells& cells_from = from.histograms[h];
+      HistogramCells& cells = b.slots[cells_into].histograms[h];
       for (size_t i = 0; i <= kHistogramBounds; ++i)
-        cells.buckets[i].fetch_add(from.buckets[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
-      cells.sum_micros.fetch_add(from.sum_micros.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        cells.buckets[i].fetch_add(cells_from.buckets[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+      cells.sum_micros.fetch_add(cells_from.sum_micros.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
   }
 
@@ -100,7 +118,8 @@ bool Segment::copyInto(Segment& to, std::string* why) const {
   for (uint32_t i = 0; i < ga.client_table_size; ++i) {
     const ClientEntry& from = a.clients[i];
     const uint64_t word = from.state.load(std::memory_order_relaxed);
-    if (clientState(word) != ClientState::Live) continue;
+    // An entry a dead writer was updating has its key whole: Live again.
+    if (clientState(word) != ClientState::Live && clientState(word) != ClientState::Updating) continue;
     const uint64_t ka = from.key[0].load(std::memory_order_relaxed);
     const uint64_t kb = from.key[1].load(std::memory_order_relaxed);
     const uint32_t j = freeEntry(ka, kb, b.client_mask, kClientWindow, [&](uint32_t x) {
@@ -114,7 +133,8 @@ bool Segment::copyInto(Segment& to, std::string* why) const {
     copyAtomic(into.strikes, from.strikes);
     copyAtomic(into.ban, from.ban);
     copyAtomic(into.last_seen, from.last_seen);
-    into.state.store(word, std::memory_order_relaxed);
+    into.state.store(packClient(clientVersion(word) + 1, ClientState::Live, clientOwner(word)),
+                     std::memory_order_relaxed);
     client_moved[i] = j;
   }
 
@@ -155,6 +175,10 @@ bool Segment::copyInto(Segment& to, std::string* why) const {
     b.pass_id[2 * j].store(ia, std::memory_order_relaxed);
     b.pass_id[2 * j + 1].store(ib, std::memory_order_relaxed);
     copyAtomic(b.pass_last_used[j], a.pass_last_used[i]);
+    const uint32_t slots = ga.worker_slots < gb.worker_slots ? ga.worker_slots : gb.worker_slots;
+    for (uint32_t slot = 0; slot < slots; ++slot)
+      for (PassProto proto : {PassProto::H1, PassProto::H2})
+        copyAtomic(b.passCell(j, slot, proto), a.passCell(i, slot, proto));
     b.pass_state[j].store(word, std::memory_order_relaxed);
   }
 

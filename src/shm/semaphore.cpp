@@ -26,8 +26,13 @@ constexpr int kAcquireTries = 8;
 
 }  // namespace
 
+std::atomic<int64_t>& Semaphore::capWord() const {
+  return layout_->header->*cap_;
+}
+
 Semaphore::Semaphore(Layout& layout, WorkerSlots& slots, std::atomic<int64_t> SlotRecord::*counter,
-                     std::atomic<int64_t>* cap, Resource resource, std::atomic<uint64_t>* utilization, const char* name)
+                     std::atomic<int64_t> Header::*cap, Resource resource, std::atomic<uint64_t> Header::*utilization,
+                     const char* name)
     : Handle(layout, slots),
       cap_(cap),
       resource_(resource),
@@ -77,7 +82,7 @@ int32_t Semaphore::cap() const {
 }
 
 int64_t Semaphore::limit() const {
-  return cap_->load(std::memory_order_seq_cst);
+  return capWord().load(std::memory_order_seq_cst);
 }
 
 int64_t Semaphore::reclaim(WorkerSlot slot) {
@@ -88,24 +93,25 @@ int64_t Semaphore::reclaim(WorkerSlot slot) {
 
 void Semaphore::updateUtilization() {
   if (!utilization_) return;
-  const int64_t cap = cap_->load(std::memory_order_relaxed);
+  const int64_t cap = capWord().load(std::memory_order_relaxed);
   const int64_t held = occupancy();
   double sample = cap > 0 ? static_cast<double>(held) / static_cast<double>(cap) : 0.0;
   if (sample > 1.0) sample = 1.0;
-  uint64_t old = utilization_->load(std::memory_order_relaxed);
+  std::atomic<uint64_t>& utilization = layout_->header->*utilization_;
+  uint64_t old = utilization.load(std::memory_order_relaxed);
   for (;;) {
     const double current = std::bit_cast<double>(old);
     const double next = current + 0.1 * (sample - current);
-    if (utilization_->compare_exchange_weak(old, std::bit_cast<uint64_t>(next), std::memory_order_relaxed)) return;
+    if (utilization.compare_exchange_weak(old, std::bit_cast<uint64_t>(next), std::memory_order_relaxed)) return;
   }
 }
 
 PageSemaphore::PageSemaphore(Layout& layout, WorkerSlots& slots)
-    : Semaphore(layout, slots, &SlotRecord::page, &layout.header->page_cap, Resource::PageSlot,
-                &layout.header->utilization, "page") {}
+    : Semaphore(layout, slots, &SlotRecord::page, &Header::page_cap, Resource::PageSlot, &Header::utilization,
+                "page") {}
 
 int64_t PageSemaphore::limit() const {
-  const int64_t share = cap_->load(std::memory_order_seq_cst);
+  const int64_t share = capWord().load(std::memory_order_seq_cst);
   // One host alone reads no clock here: only a cluster host's share can lapse.
   if (layout_->cluster->enabled.load(std::memory_order_relaxed) == 0) return share;
   return sharedCapNow(*layout_->cluster, share, monotonicMs());
@@ -113,7 +119,7 @@ int64_t PageSemaphore::limit() const {
 
 void PageSemaphore::setCap(int32_t cap) {
   if (cap < 1) cap = 1;  // the API's floor (POST /_room/cap refuses < 1 before this)
-  const int64_t old = cap_->exchange(cap, std::memory_order_seq_cst);
+  const int64_t old = capWord().exchange(cap, std::memory_order_seq_cst);
   // A wider window also makes waiting tickets ready; they learn it on their
   // next poll. Parked requests retry at once.
   if (cap > old) slots_->wake(resource_);
@@ -121,7 +127,7 @@ void PageSemaphore::setCap(int32_t cap) {
 
 void PageSemaphore::setShare(int32_t share) {
   if (share < 0) share = 0;
-  const int64_t old = cap_->exchange(share, std::memory_order_seq_cst);
+  const int64_t old = capWord().exchange(share, std::memory_order_seq_cst);
   if (share > old) slots_->wake(resource_);
 }
 

@@ -41,6 +41,7 @@
 namespace concert::shm {
 
 struct SlotRecord;
+struct Header;
 
 class Semaphore : public Handle {
  public:
@@ -52,14 +53,18 @@ class Semaphore : public Handle {
  protected:
   friend class Segment;
   // `counter`: the slot's word for this semaphore; `cap`: the header word;
-  // `utilization`: the header word to keep smoothed, or null.
-  Semaphore(Layout& layout, WorkerSlots& slots, std::atomic<int64_t> SlotRecord::*counter, std::atomic<int64_t>* cap,
-            Resource resource, std::atomic<uint64_t>* utilization, const char* name);
+  // `utilization`: the header word to keep smoothed, or null. Words are
+  // named by member, not address: the segment may be mapped anew (grown).
+  Semaphore(Layout& layout, WorkerSlots& slots, std::atomic<int64_t> SlotRecord::*counter,
+            std::atomic<int64_t> Header::*cap, Resource resource, std::atomic<uint64_t> Header::*utilization,
+            const char* name);
+
+  std::atomic<int64_t>& capWord() const;
 
   // The bound now: the cap word, unless the semaphore says otherwise.
   virtual int64_t limit() const;
 
-  std::atomic<int64_t>* cap_;
+  std::atomic<int64_t> Header::*cap_;
   Resource resource_;
 
  private:
@@ -67,7 +72,7 @@ class Semaphore : public Handle {
   void updateUtilization();
 
   std::atomic<int64_t> SlotRecord::*counter_;
-  std::atomic<uint64_t>* utilization_;
+  std::atomic<uint64_t> Header::*utilization_;
   const char* name_;  // "page" or "asset", for the broken-invariant message
 };
 

@@ -22,6 +22,7 @@ struct WorkerContext {
   std::vector<int> listen_fds;        // bound and listening, owned by the master
   std::vector<int> admin_listen_fds;  // -admin-listen's, likewise
   std::vector<int> close_fds;   // the master's, closed at once by the worker
+  int control_fd = -1;          // the worker's end of the master's control channel (common/control.h)
   // Switches to -user; false with `error` when that failed (the worker then
   // exits instead of serving with the master's credentials).
   std::function<bool(std::string* error)> drop_privileges;
@@ -34,7 +35,10 @@ struct WorkerContext {
 // until told to stop, then exits with the status.
 // Signals: SIGTERM / SIGINT / SIGQUIT = drain (stop accepting, finish in
 // flight up to shutdown-grace, exit 0; 1 if the grace ran out);
-// SIGUSR1 = reopen the access and error logs. The worker exits on its own
+// SIGUSR1 = reopen the access and error logs. On the control channel the
+// master parks it (a reload that grows the segment: it waits between two
+// events until told to go on, on the same segment or on the grown copy).
+// The worker exits on its own
 // when the master goes away (parent-death signal and a getppid() check).
 [[noreturn]] void runWorkerProcess(const WorkerContext& context);
 

@@ -14,6 +14,7 @@
 #include <exception>
 
 #include "common/child_process.h"
+#include "common/control.h"
 #include "common/log.h"
 #include "http/client_address.h"
 #include "worker/callbacks.h"
@@ -97,6 +98,11 @@ bool Worker::setUp() {
     event* e = evsignal_new(base_, sig, &Worker::onSignal, this);
     event_add(e, nullptr);
     events_.push_back(e);
+  }
+  if (context_.control_fd >= 0) {
+    control_ = event_new(base_, context_.control_fd, EV_READ | EV_PERSIST, &Worker::onControl, this);
+    event_add(control_, nullptr);
+    events_.push_back(control_);
   }
   event* tick = event_new(base_, -1, EV_PERSIST, &Worker::onTick, this);
   timeval one_second{1, 0};
@@ -406,6 +412,45 @@ void Worker::onWake(evutil_socket_t, short, void* arg) {
   w->context_.segment->slots().consumeWake(w->context_.slot);
   w->recheckParked(false);
   w->recheckStreams(false);
+}
+
+// The master parks this worker while it grows the segment (common/control.h).
+// Here, between two events, nothing of this worker's is half written in the
+// segment; it answers Parked and waits, touching nothing, until told to go
+// on: on the same segment, or on the grown copy it is handed. A worker that
+// cannot map the copy must not go on alone on the old one: it exits, and
+// the master reclaims what it held.
+void Worker::onControl(evutil_socket_t fd, short, void* arg) {
+  auto* w = static_cast<Worker*>(arg);
+  common::Control message{};
+  int passed = -1;
+  int got = common::receiveControl(fd, &message, &passed, 0);
+  if (got == 0) {
+    event_del(w->control_);  // the master is gone: the tick's check drains
+    return;
+  }
+  if (passed >= 0) close(passed);
+  if (got < 0 || message != common::Control::Park) return;
+  if (!common::sendControl(fd, common::Control::Parked)) return;
+  for (;;) {
+    got = common::receiveControl(fd, &message, &passed, -1);
+    if (got == 0) {
+      event_del(w->control_);
+      return;
+    }
+    if (got < 0) continue;
+    if (message == common::Control::Go) return;
+    if (message == common::Control::Move && passed >= 0) {
+      try {
+        w->context_.segment->moveTo(passed);
+      } catch (const std::exception& e) {
+        LOG_ERROR("cannot map the grown segment: %s; exiting", e.what());
+        _exit(1);
+      }
+      return;
+    }
+    if (passed >= 0) close(passed);
+  }
 }
 
 void Worker::onLocalWake(evutil_socket_t, short, void* arg) {

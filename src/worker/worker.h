@@ -86,6 +86,7 @@ class Worker final : public ConnectionHost {
   static void onSignal(evutil_socket_t sig, short, void* arg);
   static void onTick(evutil_socket_t, short, void* arg);
   static void onWake(evutil_socket_t fd, short, void* arg);
+  static void onControl(evutil_socket_t fd, short, void* arg);
   static void onLocalWake(evutil_socket_t, short, void* arg);
   static void onRecheck(evutil_socket_t, short, void* arg);
   static void onFlush(evutil_socket_t, short, void* arg);
@@ -122,6 +123,7 @@ class Worker final : public ConnectionHost {
   std::vector<evconnlistener*> listeners_;
   std::vector<event*> events_;  // signals and timers freed at exit
   event* wake_ = nullptr;
+  event* control_ = nullptr;
   event* local_wake_ = nullptr;
   event* recheck_ = nullptr;
   event* grace_ = nullptr;

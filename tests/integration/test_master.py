@@ -345,11 +345,11 @@ class TestReload(MasterTestCase):
         self.assertEqual(c.worker_pids(), pids)
 
     def test_restart_only_setting_is_kept(self):
-        c = self.concert([], workers=2, config_text="max-queue: 100\n")
+        c = self.concert([], workers=2, config_text="asset-users-max: 100\n")
         with open(c.config_path, "w") as f:
-            f.write("max-queue: 200\ncap: 7\n")
+            f.write("asset-users-max: 200\ncap: 7\n")
         reload_and_wait(c, 2)
-        self.assertRegex(c.log(), r"reload: max-queue changed; restart required, keeping 100")
+        self.assertRegex(c.log(), r"reload: asset-users-max changed; restart required, keeping 100")
         self.assertTrue(wait_for(lambda: stats_value(c, "cap") == 7))
         self.assertEqual(c.get("/hello")[0], 200)
 
