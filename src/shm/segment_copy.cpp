@@ -12,9 +12,12 @@
 //     ring that only grows takes every entry of the old one to its own
 //     entry of the new one: two entries of the old ring differ modulo the
 //     old size, hence modulo any multiple of it. Every number stays below
-//     next_ticket, so an entry's numbers still only grow. The bits and
-//     their counts are then rebuilt from the state words, and every
-//     position comes out as it was.
+//     next_ticket, so an entry's numbers still only grow. A number from L
+//     on that has no entry of its own in the new ring (the old one skipped
+//     it for a carried returned ticket) is written Finished there, as a
+//     position counts every number from L that is not out of the line. The
+//     bits and their counts are then rebuilt from the state words, and
+//     every position comes out as it was.
 //   * Client entries, passes and revocations move to their home bucket in
 //     the new tables (first free entry of the probe run); a ticket's client
 //     tag follows its client's new index, and its lap the new ring.
@@ -160,6 +163,21 @@ bool Segment::copyInto(Segment& to, std::string* why) const {
         client_moved[tagClient(tag)] != kNoIndex)
       moved = packClientTag(ticket, b.ring_bits, client_moved[tagClient(tag)]);
     b.client_tags[j].store(moved, std::memory_order_relaxed);
+  }
+
+  // -- numbers of the line without an entry of their own in the new ring: a
+  // position counts every number from L on that is not out of the line, so
+  // one the old ring skipped (its entry held a carried returned ticket)
+  // or whose entry moved elsewhere must read as finished here too
+  const uint64_t low = hb.low_water.load(std::memory_order_relaxed);
+  const uint64_t next = hb.next_ticket.load(std::memory_order_relaxed);
+  for (uint64_t t = low; t < next; ++t) {
+    TicketEntry& into = b.entry(t);
+    const uint64_t word = into.state.load(std::memory_order_relaxed);
+    const uint64_t held = entryTicket(word);
+    if (held == t || (held != 0 && held < t && entryState(word) == EntryState::Returned)) continue;
+    into.state.store(packEntry(t, EntryState::Finished, kOwnerNone), std::memory_order_relaxed);
+    b.client_tags[b.index(t)].store(0, std::memory_order_relaxed);
   }
 
   // -- passes (no holds: nothing runs), to their home runs

@@ -62,9 +62,10 @@ TEST_CASE("the schema is well formed") {
   CHECK(findSetting("html")->env == "CONCERT_HTML_FILE");
   CHECK(findSetting("pass")->env == "CONCERT_PASS_DURATION");
   CHECK(findSetting("workers")->reload == Reload::RestartToGrow);
-  for (const char* restart : {"listen", "asset-users-max", "max-queue", "asset-cap", "daemon", "pid-file", "user"})
+  for (const char* restart : {"listen", "asset-users-max", "asset-cap", "daemon", "pid-file", "user", "state-dir"})
     CHECK_MESSAGE(findSetting(restart)->reload == Reload::Restart, restart);
   CHECK(findSetting("cap")->reload == Reload::Live);
+  CHECK(findSetting("max-queue")->reload == Reload::Live);  // a longer one grows the segment in place
   CHECK(findSetting("queue-hold")->reload == Reload::Live);
   CHECK(findSetting("queue-hold")->group == "Waiting room");
   CHECK(rangeText(*findSetting("queue-hold")) == "0 or 1ms to 1h0m0s");
