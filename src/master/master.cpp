@@ -444,7 +444,11 @@ bool Master::openSegment(std::string* error) {
         p.child = w.child;
         p.control_fd = w.control_fd;
       }
+      // The agent reads its settings at start: the next one (this binary's)
+      // has the new ones. It is still this process's child: reaped and
+      // replaced as any agent that ended.
       agent_pid_ = handover_->agent_pid;
+      if (agent_pid_ != 0) kill(agent_pid_, SIGTERM);
       if (wanted.ring_size > segment_->geometry().ring_size || wanted.worker_slots > segment_->geometry().worker_slots)
         LOG_WARN("binary upgrade: the configuration wants a larger segment (ring %u, %u worker slots) than the "
                  "running one (ring %u, %u); it grows at the next restart",
@@ -1031,12 +1035,20 @@ bool Master::growLive(const shm::Geometry& target, std::string* why) {
     agent_start_at_ = 0;
   }
   std::vector<size_t> asked;
-  for (size_t slot = 0; slot < procs_.size(); ++slot)
-    if (procs_[slot].state != SlotState::Free && common::sendControl(procs_[slot].control_fd, common::Control::Park))
-      asked.push_back(slot);
+  for (size_t slot = 0; slot < procs_.size(); ++slot) {
+    if (procs_[slot].state == SlotState::Free) continue;
+    // An answer left over from a grow given up on is not this one's.
+    common::Control stale{};
+    int passed = -1;
+    while (common::receiveControl(procs_[slot].control_fd, &stale, &passed, 0) == 1)
+      if (passed >= 0) close(passed);
+    if (common::sendControl(procs_[slot].control_fd, common::Control::Park)) asked.push_back(slot);
+  }
   std::vector<size_t> parked;
   auto release = [&](common::Control word, int fd) {
-    for (size_t slot : parked) common::sendControl(procs_[slot].control_fd, word, fd);
+    // Given up on: every worker asked goes on, also one that parks late.
+    for (size_t slot : word == common::Control::Go ? asked : parked)
+      common::sendControl(procs_[slot].control_fd, word, fd);
   };
   const Millis deadline = monotonicMs() + kParkWithin;
   for (size_t slot : asked) {

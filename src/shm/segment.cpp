@@ -21,7 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
 #include <cstring>
@@ -86,6 +85,16 @@ Offsets carve(const Geometry& g) {
   o.total = at;
   return o;
 }
+
+// An open descriptor as Boost.Interprocess maps it (its MemoryMappable:
+// the handle and the mode).
+struct DescriptorMapping {
+  int fd;
+  boost::interprocess::mapping_handle_t get_mapping_handle() const {
+    return boost::interprocess::ipcdetail::mapping_handle_from_file_handle(fd);
+  }
+  boost::interprocess::mode_t get_mode() const { return boost::interprocess::read_write; }
+};
 
 // This boot's id (/proc/sys/kernel/random/boot_id, a UUID) as two words;
 // zeros when it cannot be read.
@@ -172,15 +181,14 @@ Segment::Segment(std::unique_ptr<Mapping> mapping, std::vector<int> eventfds)
 
 Segment::~Segment() = default;
 
-// Maps `bytes` of `fd` shared and read-write (through its /proc/self/fd
-// name, which is what Boost.Interprocess opens) and points a Layout at the
-// carving of `geometry`. The mapping keeps fd.
+// Maps `bytes` of `fd` shared and read-write and points a Layout at the
+// carving of `geometry`. The mapping keeps fd. The descriptor itself is
+// mapped, never its file opened again by name: a worker that dropped its
+// privileges maps a segment handed to it that it could not open.
 std::unique_ptr<Segment::Mapping> Segment::map(int fd, const Geometry& geometry, size_t bytes) {
   auto mapping = std::make_unique<Mapping>();
   mapping->fd = fd;
-  const std::string name = "/proc/self/fd/" + std::to_string(fd);
-  boost::interprocess::file_mapping file(name.c_str(), boost::interprocess::read_write);
-  mapping->region = boost::interprocess::mapped_region(file, boost::interprocess::read_write, 0, bytes);
+  mapping->region = boost::interprocess::mapped_region(DescriptorMapping{fd}, boost::interprocess::read_write, 0, bytes);
   const Offsets off = carve(geometry);
   Layout& l = mapping->layout;
   l.geometry = geometry;
