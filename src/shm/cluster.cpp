@@ -640,6 +640,11 @@ uint64_t ClusterLine::takeWanted() {
 void ClusterLine::setMarks(ClusterMarks& table, std::vector<ClusterMarkValue> marks) {
   std::sort(marks.begin(), marks.end(),
             [](const ClusterMarkValue& x, const ClusterMarkValue& y) { return x.a != y.a ? x.a < y.a : x.b < y.b; });
+  // An odd version is a writer that died mid-table (the agent killed, or
+  // the whole host before a restart on its state dir): made even first, so
+  // that this write's bracket is odd while it lasts and even after.
+  const uint64_t left = table.version.load(std::memory_order_seq_cst);
+  if (left & 1) table.version.store(left + 1, std::memory_order_seq_cst);
   table.version.fetch_add(1, std::memory_order_seq_cst);
   const uint32_t count = static_cast<uint32_t>(std::min<size_t>(marks.size(), kClusterMarks));
   for (uint32_t i = 0; i < count; ++i) {
