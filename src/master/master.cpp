@@ -457,7 +457,7 @@ bool Master::openSegment(std::string* error) {
     } else if (!config_->state_dir.empty()) {
       StateOpened opened;
       if (!openStateDir(config_->state_dir, wanted, config_->cap, config_->asset_cap, config_->long_lived_cap,
-                        &opened, error))
+                        config_->upstream_timeout, &opened, error))
         return false;
       for (const std::string& note : opened.notes) LOG_INFO("%s", note.c_str());
       segment_ = std::move(opened.segment);
@@ -711,6 +711,13 @@ bool Master::spawn(shm::WorkerSlot slot, Millis now) {
 worker::WorkerContext Master::workerContext(shm::WorkerSlot slot) const {
   worker::WorkerContext context;
   context.config = config_;
+  if (config_->admin_listen.empty() && !admin_listeners_.empty()) {
+    // An admin listener passed by the service manager (LISTEN_FDNAMES
+    // "admin"): the public one stops serving /_room/ as with -admin-listen.
+    auto passed = std::make_shared<config::Config>(*config_);
+    passed->admin_listen = admin_listeners_.front().display;
+    context.config = passed;
+  }
   context.segment = segment_.get();
   context.slot = slot;
   context.generation = generation_;
@@ -767,15 +774,18 @@ void Master::onWorkerExit(shm::WorkerSlot slot, int status, Millis now) {
   WorkerProc p = procs_[slot];
   procs_[slot] = WorkerProc{};
   if (p.control_fd >= 0) close(p.control_fd);
-  shm::ReclaimReport r = segment_->reclaimDeadWorker(slot);
+  // Its page slots whose requests the origin may still be serving stay
+  // counted for as long as the origin may take to answer.
+  shm::ReclaimReport r = segment_->reclaimDeadWorker(slot, now + config_->upstream_timeout);
   bool expected = p.state == SlotState::Draining || stopping_;
   bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::string what = describeExit(status);
   auto level = expected && clean ? log::Level::Info : log::Level::Warn;
   log::write(level,
-             "worker %u (pid %d) %s; reclaimed %lld page slots, %lld tickets, %lld asset slots, %lld pass holds, "
-             "%lld long-lived connections",
+             "worker %u (pid %d) %s; reclaimed %lld page slots (in quarantine for %s: the origin may still serve "
+             "them), %lld tickets, %lld asset slots, %lld pass holds, %lld long-lived connections",
              slot, static_cast<int>(p.pid), what.c_str(), static_cast<long long>(r.page_slots),
+             config::goDurationString(config_->upstream_timeout).c_str(),
              static_cast<long long>(r.tickets_finished), static_cast<long long>(r.asset_slots),
              static_cast<long long>(r.pass_holds), static_cast<long long>(r.long_lived_slots));
 
@@ -1113,6 +1123,8 @@ void Master::janitor(Millis now) {
     limits.ttl = config_->token_ttl;
     next_reap_ = now + config_->reaper;
   }
+  if (const int64_t back = segment_->pages().endQuarantine(now); back > 0)
+    LOG_INFO("%lld page slots of ended requests back in use", static_cast<long long>(back));
   const shm::SweepReport swept = segment_->tickets().sweep(now, limits);
   if (swept.expired > 0) LOG_INFO("reaper evicted %lld expired tickets", static_cast<long long>(swept.expired));
   if (swept.ghosts > 0)

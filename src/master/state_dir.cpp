@@ -125,7 +125,7 @@ int lockStateDir(const std::string& dir, std::string* error) {
 }
 
 bool openStateDir(const std::string& dir, const shm::Geometry& wanted, int32_t page_cap, int32_t asset_cap,
-                  int32_t long_lived_cap, StateOpened* out, std::string* error) {
+                  int32_t long_lived_cap, Millis quarantine_for, StateOpened* out, std::string* error) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     *error = "state-dir " + dir + ": cannot create it: " + std::strerror(errno);
     return false;
@@ -168,14 +168,16 @@ bool openStateDir(const std::string& dir, const shm::Geometry& wanted, int32_t p
   }
 
   out->attached = true;
-  const shm::Segment::Recovered recovered = out->segment->recover(processRunning, monotonicMs(), kSilentLimit);
+  const Millis now = monotonicMs();
+  const shm::Segment::Recovered recovered =
+      out->segment->recover(processRunning, now, kSilentLimit, now + quarantine_for);
   out->draining = recovered.draining;
   const shm::ReclaimReport& r = recovered.reclaimed;
   out->notes.push_back(
       "state-dir " + dir + ": the line of the previous run kept (" +
       std::to_string(out->segment->tickets().liveQueueDepth()) + " waiting); reclaimed from " +
       std::to_string(recovered.slots_reclaimed) + " ended worker(s) " + std::to_string(r.page_slots) +
-      " page slots, " + std::to_string(r.tickets_finished) + " tickets, " + std::to_string(r.asset_slots) +
+      " page slots (" + std::to_string(r.quarantined) + " in quarantine: the origin may still serve them), " + std::to_string(r.tickets_finished) + " tickets, " + std::to_string(r.asset_slots) +
       " asset slots, " + std::to_string(r.pass_holds) + " pass holds, " + std::to_string(r.long_lived_slots) +
       " long-lived connections" +
       (recovered.draining.empty() ? std::string()

@@ -46,8 +46,10 @@ struct StateOpened {
 // Opens (or makes) the segment in `dir` for a configuration wanting
 // `wanted`; the caps apply to a new segment. False with `error` set (naming
 // the state dir) when the start must fail.
+// The page slots of requests that died with the previous run's workers stay
+// in quarantine for `quarantine_for` (shm/semaphore.h).
 bool openStateDir(const std::string& dir, const shm::Geometry& wanted, int32_t page_cap, int32_t asset_cap,
-                  int32_t long_lived_cap, StateOpened* out, std::string* error);
+                  int32_t long_lived_cap, Millis quarantine_for, StateOpened* out, std::string* error);
 
 // Takes the state dir's lock again (a binary upgrade: the new image of the
 // same master); -1 with `error` set when another master holds it.

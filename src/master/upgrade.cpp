@@ -142,8 +142,12 @@ bool checkNewBinary(const std::string& exe, const std::vector<std::string>& args
     if (output->size() < 16384) output->append(buf, static_cast<size_t>(n));
   }
   close(out[0]);
+  // Its output ends a moment before it can be reaped: waited for up to the
+  // same deadline.
   int status = 0;
-  if (waitpid(pid, &status, WNOHANG) == 0) {
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && monotonicMs() < deadline) usleep(5'000);
+  if (done == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     *output += "(no answer within 10 s)";

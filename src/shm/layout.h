@@ -350,6 +350,8 @@ struct alignas(64) Header {
   alignas(64) std::atomic<int64_t> line_credit;     // sessions.h: the line's owed slots, in thousandths
   alignas(64) std::atomic<uint32_t> ban_horizon;    // clients.h: the latest ban until ever set (seconds)
   alignas(64) std::atomic<uint64_t> line_admitted;  // line_rate.h: admissions from the line, ever
+  alignas(64) std::atomic<int64_t> quarantined;     // semaphore.h: page slots of ended requests the origin may still serve
+  std::atomic<int64_t> quarantine_until;            // semaphore.h: when they come back (monotonic ms)
   LinePace pace;                                    // line_rate.h
   PaddedCounter counters[kCounterCount];            // one per CONCERT_COUNTERS entry
   RoomControl room;                                 // modes.h, admit_rate.h

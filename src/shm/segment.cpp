@@ -368,7 +368,8 @@ bool Segment::thisBoot() const {
   return now[0] == h.boot_id[0] && now[1] == h.boot_id[1];
 }
 
-Segment::Recovered Segment::recover(bool (*alive)(int pid), Millis now, Millis silent_limit) {
+Segment::Recovered Segment::recover(bool (*alive)(int pid), Millis now, Millis silent_limit,
+                                    Millis quarantine_until) {
   Recovered out;
   for (WorkerSlot slot = 0; slot < mapping_->layout.geometry.worker_slots; ++slot) {
     const int pid = slots_.pid(slot);
@@ -378,7 +379,8 @@ Segment::Recovered Segment::recover(bool (*alive)(int pid), Millis now, Millis s
       out.draining.push_back(slot);
       continue;
     }
-    const ReclaimReport r = reclaimDeadWorker(slot);
+    const ReclaimReport r = reclaimDeadWorker(slot, quarantine_until);
+    out.reclaimed.quarantined += r.quarantined;
     out.reclaimed.page_slots += r.page_slots;
     out.reclaimed.asset_slots += r.asset_slots;
     out.reclaimed.long_lived_slots += r.long_lived_slots;
@@ -466,9 +468,15 @@ StrikeOutcome Segment::strike(const uint8_t key[16], int weight, const AbusePoli
 }
 
 // ---------------------------------------------------------------- reclaim
-ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot) {
+ReclaimReport Segment::reclaimDeadWorker(WorkerSlot slot, Millis quarantine_until) {
   auto reclaim = [slot](Handle& part) { return part.reclaim(slot); };
   ReclaimReport report;
+  if (quarantine_until > 0) {
+    // Into quarantine before they leave the slot's counter: the occupancy
+    // never dips in between.
+    report.quarantined = pages_.held(slot);
+    pages_.quarantine(report.quarantined, quarantine_until);
+  }
   report.page_slots = reclaim(pages_);
   report.asset_slots = reclaim(assets_);
   report.long_lived_slots = reclaim(long_lived_);

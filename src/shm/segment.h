@@ -109,7 +109,7 @@ class Segment {
     int slots_reclaimed = 0;
     std::vector<WorkerSlot> draining;
   };
-  Recovered recover(bool (*alive)(int pid), Millis now, Millis silent_limit);
+  Recovered recover(bool (*alive)(int pid), Millis now, Millis silent_limit, Millis quarantine_until = 0);
 
   // A restart into another geometry (a larger -max-queue, more workers):
   // copies this segment's state into `to`, a fresh segment. Every live
@@ -219,7 +219,10 @@ class Segment {
   // pass holds, long-lived connections, a revocation or client entry it was
   // writing), the slot is marked free, slots_reclaimed_total counts it, and
   // waiters for every resource are woken.
-  ReclaimReport reclaimDeadWorker(WorkerSlot slot);
+  // `quarantine_until` > 0: its page slots stay counted until then (the
+  // origin may still serve their requests; semaphore.h), as
+  // report.quarantined.
+  ReclaimReport reclaimDeadWorker(WorkerSlot slot, Millis quarantine_until = 0);
 
  private:
   struct Mapping;  // the mapped region and this process's Layout of it

@@ -47,6 +47,7 @@ int64_t Semaphore::occupancy() const {
     if (held < 0) negativeCount(name_, s, held);
     total += held;
   }
+  if (outside_) total += (layout_->header->*outside_).load(std::memory_order_seq_cst);
   return total;
 }
 
@@ -108,7 +109,41 @@ void Semaphore::updateUtilization() {
 
 PageSemaphore::PageSemaphore(Layout& layout, WorkerSlots& slots)
     : Semaphore(layout, slots, &SlotRecord::page, &Header::page_cap, Resource::PageSlot, &Header::utilization,
-                "page") {}
+                "page") {
+  outside_ = &Header::quarantined;
+}
+
+void PageSemaphore::quarantine(int64_t slots, Millis until) {
+  if (slots <= 0) return;
+  Header& h = *layout_->header;
+  int64_t later = h.quarantine_until.load(std::memory_order_seq_cst);
+  while (later < until && !h.quarantine_until.compare_exchange_weak(later, until, std::memory_order_seq_cst)) {
+  }
+  h.quarantined.fetch_add(slots, std::memory_order_seq_cst);
+}
+
+int64_t PageSemaphore::quarantined() const {
+  return layout_->header->quarantined.load(std::memory_order_seq_cst);
+}
+
+int64_t PageSemaphore::endQuarantine(Millis now) {
+  Header& h = *layout_->header;
+  if (h.quarantined.load(std::memory_order_seq_cst) == 0 || now < h.quarantine_until.load(std::memory_order_seq_cst))
+    return 0;
+  const int64_t freed = h.quarantined.exchange(0, std::memory_order_seq_cst);
+  // Slots put in quarantine meanwhile, with a later end: back they go, with
+  // the ones freed here (kept a little longer, never less).
+  if (now < h.quarantine_until.load(std::memory_order_seq_cst)) {
+    h.quarantined.fetch_add(freed, std::memory_order_seq_cst);
+    return 0;
+  }
+  if (freed > 0) slots_->wake(Resource::PageSlot);
+  return freed;
+}
+
+int64_t PageSemaphore::held(WorkerSlot slot) const {
+  return layout_->slots[slot].page.load(std::memory_order_seq_cst);
+}
 
 int64_t PageSemaphore::limit() const {
   const int64_t share = capWord().load(std::memory_order_seq_cst);

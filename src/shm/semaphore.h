@@ -28,6 +28,16 @@
 // A worker SIGKILLed anywhere leaves exactly its holds (plus at most one
 // half-made reservation) in its own counter; reclaim() zeroes it.
 //
+// Quarantine (page semaphore only). A request that reached the origin keeps
+// the origin working after the worker that sent it is gone (killed, or
+// stopped when its grace ran out): PHP finishes the page whoever is left to
+// read it. Its slot is not free until then, and nothing tells when that is,
+// so it waits in quarantine (two header words: how many, and until when)
+// for as long as the origin may take to answer (-upstream-timeout), counted
+// in the occupancy all that time. The master's janitor gives the slots back
+// when the time has come. A slot moves into quarantine before it leaves its
+// worker's counter, so the occupancy never dips in between.
+//
 // The page semaphore also keeps the smoothed utilization word (EWMA of
 // occupancy / cap, updated on each acquire and release; Stats reads it).
 #pragma once
@@ -65,6 +75,7 @@ class Semaphore : public Handle {
   virtual int64_t limit() const;
 
   std::atomic<int64_t> Header::*cap_;
+  std::atomic<int64_t> Header::*outside_ = nullptr;  // held outside every slot (the page quarantine), or none
   Resource resource_;
 
  private:
@@ -93,6 +104,17 @@ class PageSemaphore final : public Semaphore {
   // the master; lets a reload tell a runtime override from a config change.
   int32_t configuredCap() const;
   void setConfiguredCap(int32_t cap);
+
+  // `slots` page slots whose requests the origin may still be serving stay
+  // counted until `until` (monotonic ms; a later one keeps all of them
+  // longer). Anyone; before the slots leave their holder's counter.
+  void quarantine(int64_t slots, Millis until);
+  int64_t quarantined() const;
+  // Master's janitor: once the time has come, the quarantined slots are
+  // free again (waiters woken); returns how many.
+  int64_t endQuarantine(Millis now);
+  // What `slot`'s worker holds now.
+  int64_t held(WorkerSlot slot) const;
 
  private:
   friend class Segment;

@@ -269,6 +269,7 @@ struct ReclaimReport {
   int64_t long_lived_slots = 0;
   int64_t revocation_writes = 0;  // entries it was writing (not a hold: not in total())
   int64_t client_writes = 0;      // client entries and bucket locks it held (not in total() either)
+  int64_t quarantined = 0;        // of page_slots: counted until the origin may be done with them
   int64_t total() const { return page_slots + asset_slots + pass_holds + long_lived_slots; }
 };
 

@@ -530,6 +530,12 @@ void Worker::stopNow(int status) {
   if (stopping_) return;
   stopping_ = true;
   exit_status_ = status;
+  // The requests cut here may still be at the origin, which goes on serving
+  // them: their page slots stay counted for as long as it may take.
+  if (context_.segment && context_.slot != shm::kNoSlot) {
+    shm::PageSemaphore& pages = context_.segment->pages();
+    pages.quarantine(pages.held(context_.slot), monotonicMs() + config().upstream_timeout);
+  }
   std::vector<ClientConnection*> all(connections_.begin(), connections_.end());
   for (ClientConnection* c : all) c->abort();
   pool_->closeIdle();
