@@ -459,8 +459,9 @@ bool Master::openSegment(std::string* error) {
       if (!openStateDir(config_->state_dir, wanted, config_->cap, config_->asset_cap, config_->long_lived_cap,
                         config_->upstream_timeout, &opened, error))
         return false;
-      for (const std::string& note : opened.notes) LOG_INFO("%s", note.c_str());
       segment_ = std::move(opened.segment);
+      if (opened.attached) log::setGeneration(segment_->stats().generation() + 1);
+      for (const std::string& note : opened.notes) LOG_INFO("%s", note.c_str());
       state_lock_fd_ = opened.lock_fd;
       attached = opened.attached;
       adopted.assign(segment_->geometry().worker_slots, WorkerProc{});

@@ -417,7 +417,9 @@ class StallTest(unittest.TestCase):
         everyone has ended occupancy and the line are back to 0."""
         claim, grace, hold = 2, 3, 8
         # One worker: every connection of the scene is on the worker that dies.
-        with self.concert("-cap", "2", "-queue-hold", "%ds" % hold, "-token-ttl", "30s",
+        # The killed request's page slot stays in quarantine for -upstream-timeout (the origin is
+        # still serving it), then comes back.
+        with self.concert("-cap", "2", "-queue-hold", "%ds" % hold, "-token-ttl", "30s", "-upstream-timeout", "5s",
                           "-claim-window", "%ds" % claim, "-first-poll-grace", "%ds" % grace, workers=1) as c:
             in_flight = in_thread(c.get, "/slow?who=inflight", None, 60)
             other = in_thread(c.get, "/slow?gate=b&who=other", None, 60)
@@ -473,7 +475,7 @@ class StallTest(unittest.TestCase):
 
             self.origin.release()
             in_flight.join(15)  # its client connection died with the worker
-            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=10), c.stats())
+            self.assertTrue(wait_for(lambda: c.stats()["occupancy"] == 0, timeout=15), c.stats())
             self.assertTrue(wait_for(lambda: c.stats()["live_queue_depth"] == 0, timeout=10), c.stats())
             stats = c.stats()
             self.assertGreaterEqual(stats["worker_restarts_total"], 1, stats)

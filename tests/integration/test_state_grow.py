@@ -235,15 +235,15 @@ class StateGrowTest(unittest.TestCase):
             self.assertEqual(stats["live_queue_depth"], n)
             self.assertEqual(stats["queue_depth"], n)
             self.assertEqual(stats["queued_total"], queued_total)
-            # The two requests held at the origin were cut at the stop and their slots reclaimed:
-            # both slots are free now. Nobody was admitted from the line (nobody came for the page:
-            # admissions_line_total is unchanged), so every place is what it was; the holders of
-            # places 1 and 2 are told their turn has come (ready, no position) instead. Exactly:
-            # expected = before for every place past the free slots, "ready" within them.
-            self.assertEqual(stats["occupancy"], 0)
+            # The two requests held at the origin were cut at the stop, and the origin is still
+            # serving them: their slots stay in quarantine (counted in the occupancy) for
+            # -upstream-timeout. Nobody was admitted from the line (nobody came for the page:
+            # admissions_line_total is unchanged), so every place is what it was. Exactly: expected =
+            # before for every place past the free slots, "ready" within them (none are free).
+            self.assertEqual(stats["occupancy"], 2)
             self.assertEqual(stats["admissions_line_total"], admitted_line)
             free = stats["cap"] - stats["occupancy"]
-            self.assertEqual(free, 2)
+            self.assertEqual(free, 0)
             time.sleep(max(0.0, polled_at + 1.1 - time.monotonic()))  # one accepted poll a second per ticket
             after = positions(c2.port, sample)
             expected = {k: ("ready" if p <= free else p) for k, p in before.items()}
@@ -303,11 +303,10 @@ class StateGrowTest(unittest.TestCase):
             v.target = c3
         try:
             self.assertIn("the line of the previous run kept (4 waiting)", c3.log())
-            # The request held at the origin was cut at the stop: its slot is free again, so the
-            # first visitor's turn has come (no position); the others keep their places.
-            self.assertEqual(c3.stats()["occupancy"], 0)
-            self.assertTrue(visitors[0].status().get("ready"), visitors[0].polls[-1:])
-            self.assertEqual([v.position() for v in visitors[1:]], before[1:])
+            # The request held at the origin was cut at the stop, and the origin is still serving
+            # it: its slot stays in quarantine for -upstream-timeout. Everyone keeps their place.
+            self.assertEqual(c3.stats()["occupancy"], 1)
+            self.assertEqual([v.position() for v in visitors], before)
         finally:
             c3.stop()
             c3.stderr.close()
@@ -352,13 +351,14 @@ class StateGrowTest(unittest.TestCase):
         try:
             self.assertRegex(c2.log(), r"segment grown from ring 4096, .* to ring 32768, .*, 22 waiting kept in order")
             stats = c2.stats()
-            self.assertEqual((stats["live_queue_depth"], stats["occupancy"]), (22, 0))
+            # The held request cut at the stop keeps its slot in quarantine (the origin still serves it).
+            self.assertEqual((stats["live_queue_depth"], stats["occupancy"]), (22, 1))
             time.sleep(max(0.0, polled_at + 1.1 - time.monotonic()))
             after = positions(c2.port, [head, second] + behind)
-            # The held request was cut at the stop: one slot is free. The carried head (returned)
-            # goes first: its turn has come. Everyone else keeps their place.
-            self.assertEqual(after[head], "ready")
-            self.assertEqual(after[second], 1)
+            # No slot is free yet: the carried head (returned) keeps its place first, everyone else
+            # theirs.
+            self.assertEqual(after[head], before[head])
+            self.assertEqual(after[second], before[second])
             self.assertEqual([after[k] for k in behind], [before[k] for k in behind],
                              "places behind the skipped number after the copy")
         finally:
