@@ -559,8 +559,24 @@ class TestDocs(unittest.TestCase):
             unit = f.read()
         for line in ("ExecStart=/usr/local/sbin/concert -c /etc/concert/concert.yaml",
                      "ExecReload=/bin/kill -HUP $MAINPID", "KillMode=mixed", "NoNewPrivileges=yes",
-                     "ProtectSystem=strict", "PrivateTmp=yes"):
+                     "ProtectSystem=strict", "PrivateTmp=yes", "Type=notify", "-state-dir /run/concert",
+                     "RuntimeDirectory=concert", "RuntimeDirectoryPreserve=restart"):
             self.assertIn(line, unit)
+
+    @unittest.skipUnless(shutil.which("systemd-analyze"), "systemd-analyze is not installed")
+    def test_systemd_units_verify(self):
+        """The service and socket units pass systemd-analyze verify (the binary at the built path)."""
+        d = tempfile.mkdtemp(prefix="concert-units-")
+        self.addCleanup(shutil.rmtree, d, True)
+        for name in ("concert.service", "concert.socket"):
+            with open(os.path.join(ROOT, "conf", name)) as f:
+                text = f.read().replace("/usr/local/sbin/concert", os.path.abspath(BIN))
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        p = subprocess.run(["systemd-analyze", "verify", "--man=no", os.path.join(d, "concert.service"),
+                            os.path.join(d, "concert.socket")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=60)
+        self.assertEqual((p.returncode, p.stdout.decode()), (0, ""))
 
 
 if __name__ == "__main__":
