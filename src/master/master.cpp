@@ -39,6 +39,19 @@
 // If the master dies, the workers get a parent-death signal (set in the child
 // right after fork) and drain on their own.
 //
+// The line outliving the process (state_dir.h, upgrade.h): with -state-dir
+// the segment is a file there, and a start attaches it (reclaiming what the
+// previous run's dead workers held, leaving those still draining their slots,
+// copying it into a larger geometry when the configuration needs one). On
+// SIGUSR2 the master checks the binary at its start path, then executes it in
+// place, handing over the listeners, the segment, the eventfds and the
+// workers; the new image drains the old generation as a reload does. A
+// reload that wants a longer ring parks every worker on its control channel
+// (common/control.h) and moves everyone to a grown copy (growLive). Page slots
+// of requests cut while the origin may still serve them stay in quarantine
+// for -upstream-timeout (shm/semaphore.h). The service manager is told
+// READY, RELOADING and STOPPING (systemd.h), and may pass the listeners.
+//
 // With -cluster the master also keeps one cluster agent running
 // (cluster/agent.h): started with the workers, started again when it dies
 // (after a second when it dies within one), replaced on a reload (it reads
