@@ -396,7 +396,9 @@ void readYamlFile(const std::string& path, std::vector<std::optional<Offer>>& of
       continue;
     }
     const std::string name = key.Scalar();
-    const Setting* setting = findSetting(name);
+    // state_dir is how unit files and packaging spell the state dir's key;
+    // it means state-dir (and counts as it: both in one file is a duplicate).
+    const Setting* setting = findSetting(name == "state_dir" ? std::string("state-dir") : name);
     if (setting == nullptr) {
       errors.push_back(where + name + ": unknown setting" + unknownHint(name, ""));
       continue;

@@ -2,6 +2,7 @@
 // rule of the original, Concert's additional settings, error formats per
 // source, and derived values.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <limits>
@@ -897,4 +898,26 @@ TEST_CASE("-event-start (RFC 3339), -prequeue and -shuffle-prequeue: values, def
   expectFlagError("prequeue", "soon", "-prequeue (flag)");
   LoadResult shuffle = run({}, withSecret({{"CONCERT_SHUFFLE_PREQUEUE", "maybe"}}));
   CHECK(contains(shuffle.errors, "CONCERT_SHUFFLE_PREQUEUE (env): "));
+}
+
+TEST_CASE("YAML: state_dir is the state dir's key too; with the secret unset, the state dir makes and keeps it") {
+  TempDir dir;
+  const std::string state = dir.path() + "/state";
+  std::string file = dir.write("state.yaml", "state_dir: " + state + "\n");
+  LoadResult r = run({"-c", file}, withSecret());
+  CHECK(okConfig(r).state_dir == state);
+  std::string both = dir.write("both.yaml", "state_dir: /a\nstate-dir: /b\n");
+  CHECK_FALSE(run({"-c", both}, withSecret()).ok());
+
+  // No CONCERT_ADMIT_SECRET: made in the state dir (0600) and read back the same on the next load.
+  LoadResult first = run({"-state-dir", state}, {});
+  const Config& a = okConfig(first);
+  CHECK(a.admit_secret_in_state_dir);
+  CHECK_FALSE(a.admit_secret_generated);
+  struct stat st {};
+  REQUIRE(::stat((state + "/admit-secret").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  LoadResult second = run({"-state-dir", state}, {});
+  CHECK(okConfig(second).admit_secret == a.admit_secret);
+  CHECK(a.admit_secret.size() >= 32);
 }
