@@ -1,7 +1,8 @@
 """Positions never go back: a visitor who keeps polling sees its position only fall, over well over a
 thousand polls, while the line is reaped around it (visitors who never come
 back, visitors who walk away before their turn), the configuration is
-reloaded and a worker is killed.
+reloaded and a worker is killed (but for a visitor whose admitted page
+request died with that worker: its turn was used).
 
 Every visitor is a thread with its own cookie jar that polls /queue/status
 about once a second, as the waiting page does, and loads the page when it is
@@ -66,9 +67,13 @@ class PositionsTest(unittest.TestCase):
               (len(visitors), polls, sum(admitted.values()), stats["evicted_total"] + stats["missed_turns_total"],
                stats["ghost_evicted_total"], stats["missed_turns_total"]))
         self.assertGreaterEqual(polls, 1000)
-        for v in visitors:
-            self.assertEqual(v.places(), sorted(v.places(), reverse=True),
-                             "a %s visitor's position went back: %s" % (v.kind, v.places()))
+        # The one exception: a visitor admitted on the killed worker whose page request died with it
+        # (a transport error) used its turn without getting the page or its pass, and starts again at
+        # the back. With -cap 1 at most one request is at the origin when the worker dies.
+        went_back = [v for v in visitors if v.places() != sorted(v.places(), reverse=True)]
+        self.assertLessEqual(len(went_back), 1, ["%s %s" % (v.kind, v.places()) for v in went_back])
+        for v in went_back:
+            self.assertTrue(v.errors, "a %s visitor's position went back: %s" % (v.kind, v.places()))
         stayed = [v for v in visitors if v.kind == "stays"]
         self.assertTrue(all(admitted[v.name] for v in stayed),
                         [v.places()[-3:] for v in stayed if not admitted[v.name]])
