@@ -37,7 +37,8 @@ class PositionsTest(unittest.TestCase):
         origin = FakeOrigin()
         stop = threading.Event()
         try:
-            with Concert(["-upstream", origin.url, "-cap", "1", "-first-poll-grace", "2s", "-claim-window", "1s"],
+            with Concert(["-upstream", origin.url, "-cap", "1", "-first-poll-grace", "2s", "-claim-window", "1s",
+                          "-upstream-timeout", "5s"],
                          workers=2) as c:
                 kinds = ["stays"] * 50 + ["ghost"] * 10 + ["walks"] * 10
                 kinds = [kinds[(i * 7) % len(kinds)] for i in range(len(kinds))]  # interleaved
