@@ -11,6 +11,7 @@ BUILD_PKGS := g++ make meson ninja-build pkg-config python3 libevent-dev libssl-
 TEST_PKGS  := curl chromium mandoc procps prometheus redis-server redis-sentinel
 BENCH_PKGS := wrk haproxy nginx-light apache2-utils linux-perf redis-server
 FUZZ_PKGS  := clang libclang-rt-14-dev
+DEB_PKGS   := dpkg-dev debhelper lintian fakeroot
 
 # axe-core, the accessibility checker the browser test runs in Chromium:
 # from the npm registry (Debian does not package it), into the build folder.
@@ -19,7 +20,7 @@ AXE_DIR     := $(BUILD)/axe
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps deps-test deps-bench deps-fuzz build run test bench fuzz soak install clean format
+.PHONY: all deps deps-test deps-bench deps-fuzz deps-deb build run test bench fuzz soak install deb test-deb clean format
 
 all: build
 
@@ -55,6 +56,9 @@ deps-bench: deps
 deps-fuzz: deps
 	$(call install_missing,$(FUZZ_PKGS))
 
+deps-deb: deps
+	$(call install_missing,$(DEB_PKGS))
+
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) $(MESON_OPTS)
 
@@ -87,6 +91,28 @@ install: build
 	else \
 	  install -D -m 0644 conf/concert.yaml $(DESTDIR)$(SYSCONFDIR)/concert.yaml; \
 	fi
+
+# The Debian package, built from a copy of the tree in $(BUILD)/deb/src with
+# dpkg-buildpackage; the .deb lands in $(BUILD)/deb. DEB_VERSION=x builds it
+# as version x (a changelog entry on top of the copy's), as an upgrade would.
+DEB_DIR     := $(BUILD)/deb
+DEB_VERSION ?=
+
+deb: deps-deb
+	rm -rf $(DEB_DIR)/src && mkdir -p $(DEB_DIR)/src
+	tar --exclude=./.git --exclude='./$(BUILD)' --exclude='./build' -cf - . | tar -xf - -C $(DEB_DIR)/src
+	@if [ -n "$(DEB_VERSION)" ]; then \
+	  who=$$(sed -n 's/^ -- \(.*>\)  .*/\1/p' debian/changelog | head -1); \
+	  { printf 'concert (%s) unstable; urgency=medium\n\n  * Rebuilt as %s.\n\n -- %s  %s\n\n' \
+	      "$(DEB_VERSION)" "$(DEB_VERSION)" "$$who" "$$(date -R)"; cat debian/changelog; } > $(DEB_DIR)/src/debian/changelog; \
+	fi
+	cd $(DEB_DIR)/src && dpkg-buildpackage -us -uc -b -j$$(nproc)
+	@ls -1 $(DEB_DIR)/*.deb
+
+# Installs the package on this machine, upgrades it under a running Concert
+# and purges it (tests/package/test_deb.py); the machine is left as it was.
+test-deb: deps-deb
+	python3 tests/package/test_deb.py --build $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files 'src/*.cpp' 'src/*.h' 'tests/*.cpp' 'bench/*.cpp')
