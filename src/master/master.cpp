@@ -795,11 +795,14 @@ void Master::onWorkerExit(shm::WorkerSlot slot, int status, Millis now) {
   bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::string what = describeExit(status);
   auto level = expected && clean ? log::Level::Info : log::Level::Warn;
+  const std::string quarantine =
+      r.quarantined > 0 ? " (" + std::to_string(r.quarantined) + " in quarantine for " +
+                              config::goDurationString(config_->upstream_timeout) + ": the origin may still serve them)"
+                        : std::string();
   log::write(level,
-             "worker %u (pid %d) %s; reclaimed %lld page slots (in quarantine for %s: the origin may still serve "
-             "them), %lld tickets, %lld asset slots, %lld pass holds, %lld long-lived connections",
-             slot, static_cast<int>(p.pid), what.c_str(), static_cast<long long>(r.page_slots),
-             config::goDurationString(config_->upstream_timeout).c_str(),
+             "worker %u (pid %d) %s; reclaimed %lld page slots%s, %lld tickets, %lld asset slots, %lld pass holds, "
+             "%lld long-lived connections",
+             slot, static_cast<int>(p.pid), what.c_str(), static_cast<long long>(r.page_slots), quarantine.c_str(),
              static_cast<long long>(r.tickets_finished), static_cast<long long>(r.asset_slots),
              static_cast<long long>(r.pass_holds), static_cast<long long>(r.long_lived_slots));
 

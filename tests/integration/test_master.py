@@ -154,7 +154,7 @@ class TestWorkers(MasterTestCase):
         self.assertEqual(after["workers"], 2)
         self.assertGreaterEqual(after["worker_restarts_total"], before["worker_restarts_total"] + 1)
         self.assertGreaterEqual(after["slots_reclaimed_total"], before["slots_reclaimed_total"] + 1)
-        self.assertRegex(c.log(), r"worker \d+ \(pid %d\) killed by signal 9.*; reclaimed 1 page slots \(in "
+        self.assertRegex(c.log(), r"worker \d+ \(pid %d\) killed by signal 9.*; reclaimed 1 page slots \(1 in "
                                   r"quarantine for 3s: [^)]*\), 0 tickets, 0 asset slots, 0 pass holds" % victim)
         self.assertIn("1 page slots of ended requests back in use", c.log())
         # The reclaimed capacity is usable: cap is 1 and a new request gets through.
