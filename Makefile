@@ -65,8 +65,21 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
+# ORIGIN=wordpress: in front of WordPress on php-fpm (bench/wordpress/setup.sh,
+# which installs MariaDB, php8.2-fpm, nginx and WordPress when missing; 4
+# php-fpm children, Concert -cap 4), stopped again with Ctrl-C.
+ORIGIN ?= demo
+
 run: build
+ifeq ($(ORIGIN),wordpress)
+	bash bench/wordpress/setup.sh -n 4
+	@echo "Concert in front of WordPress: http://127.0.0.1:8080/ (Ctrl-C stops both)"
+	@trap 'bash bench/wordpress/stop.sh' EXIT INT TERM; \
+	  $(BUILD)/concert -c conf/concert.yaml -state-dir "" -cap 4 -listen 127.0.0.1:8080 \
+	    -upstream http://127.0.0.1:8380 -assets '/wp-content/*,/wp-includes/*' || true
+else
 	@python3 demo/run.py --concert $(BUILD)/concert --config conf/concert.yaml
+endif
 
 test: deps-test build
 	python3 tests/run_all.py --build $(BUILD)

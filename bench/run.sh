@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench`: five sections, each printing its Markdown table (also written to
+# `make bench`: its sections, each printing its Markdown table (also written to
 # bench/results/):
 #
 #   shm     shared-memory micro-benchmarks (BUILD/bench/shm_bench, if built)
@@ -23,6 +23,12 @@
 #           per admission and per poll, an offered-rate sweep
 #           (bench/cluster.py) -> results/cluster.md; skipped with a message
 #           when redis-server is not installed
+#   wordpress  a real origin: WordPress (Debian's wordpress, php8.2-fpm with
+#           pm = static and 4 children, MariaDB, nginx, all on loopback under
+#           /tmp/concert-wp) under 1,500 visitors arriving within 2 s, with no
+#           proxy, behind HAProxy maxconn 4 and behind Concert -cap 4
+#           (bench/wordpress/run.sh, which installs the packages when missing)
+#           -> results/wordpress.md
 #   chaos   three hosts under looping visitors with random faults (agents and
 #           the engine stopped, killed, restarted empty; hosts killed;
 #           reloads), CHAOS_SECONDS (300) of them, fail open: the test suite's
@@ -35,7 +41,7 @@
 # CHURN_CAP (origin concurrency N of the churn section, default 20; wrk uses 2N
 # connections), QUEUE_N (visitor counts for the queue-scale run, default
 # 1000,10000,100000,1000000), QUEUE_POLL_SECONDS (seconds per poll phase,
-# default 15), BENCH_SKIP (comma list of shm,model,e2e,churn,queue,cluster,chaos), MODEL_STEPS, BENCH_NICE (run
+# default 15), BENCH_SKIP (comma list of shm,model,e2e,churn,queue,cluster,wordpress,chaos), MODEL_STEPS, BENCH_NICE (run
 # every benchmark process at this nice level, e.g. -5 as root on a machine that
 # is busy with other work; every setup gets the same level; with the kernel's
 # session autogroups the session's group nice is set too, since plain nice only
@@ -207,6 +213,15 @@ if ! skip cluster; then
     echo "redis-server not installed (apt-get install redis-server): skipped"
   fi
   section_end cluster
+fi
+
+if ! skip wordpress; then
+  echo "== a real origin: WordPress on php-fpm (bench/wordpress/run.sh)"
+  section_start
+  WP_STATE=${WP_STATE:-/tmp/concert-wp} CONCERT="$(cd "$(dirname "$CONCERT")" && pwd)/$(basename "$CONCERT")" \
+    bash "$HERE/wordpress/run.sh" || status=1
+  cp "${WP_STATE:-/tmp/concert-wp}/results.md" "$HERE/results/wordpress.md" 2>/dev/null || true
+  section_end wordpress
 fi
 
 if ! skip chaos; then
