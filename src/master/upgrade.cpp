@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,7 +14,6 @@
 #include <sstream>
 
 #include "common/clock.h"
-#include "shm/layout.h"
 #include "shm/segment.h"
 
 namespace concert::master {
@@ -239,15 +237,8 @@ std::optional<Handover> takeHandover(std::string* error) {
 bool checkHandedSegment(std::string* error) {
   const char* value = std::getenv(kCheckVar);
   if (value == nullptr) return true;
-  const int fd = std::atoi(value);
-  struct stat st {};
-  shm::Header header;
-  if (fd < 0 || fstat(fd, &st) != 0 || pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
-    *error = "the running segment (fd " + std::string(value) + ") cannot be read";
-    return false;
-  }
   try {
-    shm::Segment::checkHeader(&header, sizeof header, static_cast<size_t>(st.st_size));
+    shm::Segment::checkFile(std::atoi(value));
   } catch (const std::exception& e) {
     *error = std::string("the running segment: ") + e.what();
     return false;

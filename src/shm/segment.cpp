@@ -96,6 +96,17 @@ struct DescriptorMapping {
   boost::interprocess::mode_t get_mode() const { return boost::interprocess::read_write; }
 };
 
+// The geometry a header records.
+Geometry geometryOf(const Header& h) {
+  Geometry g;
+  g.ring_size = h.ring_size;
+  g.worker_slots = h.worker_slots;
+  g.pass_table_size = h.pass_table_size;
+  g.revocation_table_size = h.revocation_table_size;
+  g.client_table_size = h.client_table_size;
+  return g;
+}
+
 // This boot's id (/proc/sys/kernel/random/boot_id, a UUID) as two words;
 // zeros when it cannot be read.
 void readBootId(uint64_t out[2]) {
@@ -291,25 +302,13 @@ std::unique_ptr<Segment> Segment::attach(int fd, std::vector<int> eventfds) {
       if (e >= 0) ::close(e);
     throw std::runtime_error(why);
   };
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) refuse(std::string("fstat: ") + std::strerror(errno));
-  const auto bytes = static_cast<size_t>(st.st_size);
-  Header header;
-  if (bytes < sizeof(Header) || ::pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header))
-    refuse("the segment is " + std::to_string(bytes) + " bytes, too small for its header (" +
-           std::to_string(sizeof(Header)) + " bytes)");
+  FileHeader file;
   try {
-    checkHeader(&header, sizeof header, bytes);
+    file = checkFile(fd);
   } catch (const std::exception& e) {
     refuse(e.what());
   }
-  Geometry g;
-  g.ring_size = header.ring_size;
-  g.worker_slots = header.worker_slots;
-  g.pass_table_size = header.pass_table_size;
-  g.revocation_table_size = header.revocation_table_size;
-  g.client_table_size = header.client_table_size;
-  std::unique_ptr<Mapping> mapping = map(fd, g, bytes);
+  std::unique_ptr<Mapping> mapping = map(fd, file.geometry, file.bytes);
   return std::unique_ptr<Segment>(new Segment(std::move(mapping), std::move(eventfds)));
 }
 
@@ -336,25 +335,28 @@ void Segment::moveTo(std::unique_ptr<Segment> grown) {
 }
 
 void Segment::moveTo(int fd) {
-  struct stat st {};
-  Header header;
-  if (::fstat(fd, &st) != 0 || ::pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
-    ::close(fd);
-    throw std::runtime_error("the grown segment cannot be read");
-  }
+  FileHeader file;
   try {
-    checkHeader(&header, sizeof header, static_cast<size_t>(st.st_size));
+    file = checkFile(fd);
   } catch (...) {
     ::close(fd);
     throw;
   }
-  Geometry g;
-  g.ring_size = header.ring_size;
-  g.worker_slots = header.worker_slots;
-  g.pass_table_size = header.pass_table_size;
-  g.revocation_table_size = header.revocation_table_size;
-  g.client_table_size = header.client_table_size;
-  adopt(map(fd, g, static_cast<size_t>(st.st_size)));
+  adopt(map(fd, file.geometry, file.bytes));
+}
+
+Segment::FileHeader Segment::checkFile(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw std::runtime_error(std::string("fstat: ") + std::strerror(errno));
+  FileHeader file;
+  file.bytes = static_cast<size_t>(st.st_size);
+  Header header;
+  if (file.bytes < sizeof(Header) || ::pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header))
+    throw std::runtime_error("the segment is " + std::to_string(file.bytes) + " bytes, too small for its header (" +
+                             std::to_string(sizeof(Header)) + " bytes)");
+  checkHeader(&header, sizeof header, file.bytes);
+  file.geometry = geometryOf(header);
+  return file;
 }
 
 int Segment::fd() const {
@@ -420,12 +422,7 @@ void Segment::checkHeader(const void* address, size_t readable, size_t bytes) {
   if (h.layout_version != kLayoutVersion)
     refuse("has layout version " + std::to_string(h.layout_version) + ", this binary expects " +
            std::to_string(kLayoutVersion));
-  Geometry g;
-  g.ring_size = h.ring_size;
-  g.worker_slots = h.worker_slots;
-  g.pass_table_size = h.pass_table_size;
-  g.revocation_table_size = h.revocation_table_size;
-  g.client_table_size = h.client_table_size;
+  const Geometry g = geometryOf(h);
   if (!validGeometry(g))
     refuse("has an invalid geometry (ring " + std::to_string(g.ring_size) + ", worker slots " +
            std::to_string(g.worker_slots) + ", pass table " + std::to_string(g.pass_table_size) + ", revocations " +

@@ -149,6 +149,14 @@ class Segment {
   // of `bytes` bytes.
   static void checkHeader(const void* address, size_t readable, size_t bytes);
   void checkHeader() const { checkHeader(address(), bytes()); }
+  // The segment file in `fd` as this binary would map it: its geometry and
+  // size, once its header passed checkHeader. Throws std::runtime_error
+  // naming what is wrong; the fd stays open and untouched.
+  struct FileHeader {
+    Geometry geometry;
+    size_t bytes = 0;
+  };
+  static FileHeader checkFile(int fd);
   // Where the mapping starts: its header (layout.h).
   void* address();
   const void* address() const;
