@@ -83,6 +83,9 @@ class RequestGuard {
   virtual void onResponseHead(const http::Request& /*request*/, const http::ResponseHead& /*head*/,
                               bool /*detached*/, http::Headers& /*response_headers*/) {}
   virtual void onLongLived() {}
+  // A page request (not an asset, not a long-lived path): its time to first
+  // byte and its failures are what -adaptive and the capacity advisor read.
+  virtual bool isPage() const { return false; }
 };
 
 }  // namespace concert::admission

@@ -134,6 +134,10 @@ constexpr CounterHelp kCounterHelp[] = {
      "Connections closed while waiting in line (held request, event stream) for sending more than a request head "
      "ahead."},
     {Counter::FifoInversionsTotal, "Line admissions of a ticket with a whole cap of waiting tickets ahead of it."},
+    {Counter::PageErrorsTotal,
+     "Page requests the origin failed: a 5xx response head, no head within -upstream-timeout, a reset, or no "
+     "connection."},
+    {Counter::AdaptiveChangesTotal, "Changes of the cap made by -adaptive."},
 };
 
 const Labelled* labelled(Counter c) {
@@ -169,6 +173,10 @@ constexpr HistogramRow kHistograms[] = {
     {{"concert_upstream_response_seconds", "histogram",
       "Time from the whole request queued toward the origin to its final response head (all workers)."},
      shm::Histogram::UpstreamResponse},
+    {{"concert_page_first_byte_seconds", "histogram",
+      "Page requests only (no assets, no long-lived paths): from the request sent to the origin to its response head "
+      "(all workers); what -adaptive and the capacity advisor read."},
+     shm::Histogram::PageFirstByte},
     {{"concert_cluster_engine_seconds", "histogram", "Round trips to the cluster engine (-cluster only)."},
      shm::Histogram::EngineRoundTrip,
      true},
@@ -286,6 +294,33 @@ http::LocalResponse handleMetrics(const AdmissionContext& context, const http::R
   return r;
 }
 
+namespace {
+
+// The origin's capacity as the master learned it (shm/capacity.h): the
+// advisor's recommended cap (null until it saw the origin queued) and
+// -adaptive's state.
+nlohmann::ordered_json capacityReport(const AdmissionContext& context) {
+  const shm::CapacityReading r = context.segment->capacity().reading();
+  const config::Config& config = *context.config;
+  nlohmann::ordered_json capacity = {
+      {"cap", context.segment->pages().cap()},
+      {"recommended_cap", r.recommended_cap > 0 ? nlohmann::ordered_json(r.recommended_cap) : nullptr},
+      {"unqueued_first_byte_seconds", static_cast<double>(r.knee_latency_us) / 1e6},
+      {"peak_pages_per_second", r.peak_throughput},
+  };
+  capacity["adaptive"] = {
+      {"configured", config.adaptive},
+      {"active", r.adaptive},
+      {"cap_min", config.cap_min},
+      {"cap_max", config.adaptiveCeiling()},
+      {"unqueued_first_byte_seconds", static_cast<double>(r.base_latency_us) / 1e6},
+      {"origin_queue", r.origin_queue},
+  };
+  return capacity;
+}
+
+}  // namespace
+
 std::string renderReport(const AdmissionContext& context) {
   const shm::Segment& segment = *context.segment;
   const shm::StatsSnapshot stats = context.segment->stats().snapshot();
@@ -300,6 +335,7 @@ std::string renderReport(const AdmissionContext& context) {
                                                                   static_cast<double>(stats.queued_total))},
       {"tickets_per_client", std::move(clients)},
       {"wait_seconds", {{"p50", wait.quantile(0.5)}, {"p90", wait.quantile(0.9)}, {"p99", wait.quantile(0.99)}}},
+      {"capacity", capacityReport(context)},
   };
   return report.dump();
 }

@@ -120,8 +120,13 @@ http::LocalResponse handleCap(const AdmissionContext& context, const http::Reque
     context.segment->cluster().setCap(parsed.cap);  // the room's: the cluster agent takes it to every host
     LOG_INFO("page cap set to %d via /_room/cap (for every host of the room)", parsed.cap);
   } else {
+    // The operator takes the cap over: -adaptive stops (before the cap is
+    // set, so that it cannot overwrite this one).
+    const bool adaptive = context.config->adaptive && !context.segment->capacity().adaptiveStopped();
+    context.segment->capacity().stopAdaptive();
     context.segment->pages().setCap(parsed.cap);
-    LOG_INFO("page cap set to %d via /_room/cap", parsed.cap);
+    LOG_INFO("page cap set to %d via /_room/cap%s", parsed.cap,
+             adaptive ? "; -adaptive stops until a reload that says adaptive" : "");
   }
   return jsonResponse(200, common::JsonObject()
                                .add("cap", static_cast<int64_t>(parsed.cap))

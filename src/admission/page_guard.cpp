@@ -184,6 +184,7 @@ class PageGuard final : public RequestGuard {
   }
 
   Outcome outcome() const override { return outcome_; }
+  bool isPage() const override { return !long_lived_; }
 
   void onResponseHead(const http::Request& request, const http::ResponseHead& head, bool detached,
                       http::Headers& response_headers) override {

@@ -4,6 +4,8 @@
 // beside the old one.
 #pragma once
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -94,6 +96,13 @@ struct Config {
 
   // -- waiting room
   int32_t cap = 500;
+  bool adaptive = false;  // -adaptive: the master moves the cap (master/adaptive.h)
+  int32_t cap_min = 1;
+  int32_t cap_max = 0;    // 0: 4 x cap
+  // -adaptive's ceiling: cap-max, or 4 x cap when it is 0.
+  int32_t adaptiveCeiling() const {
+    return cap_max > 0 ? cap_max : static_cast<int32_t>(std::min<int64_t>(int64_t{cap} * 4, INT32_MAX));
+  }
   int64_t max_queue = 10000;   // 0 = unlimited
   Millis reaper = 30'000;      // effective (0 in the file means 5m)
   Millis token_ttl = 300'000;  // effective (0 in the file means 5m)

@@ -734,6 +734,19 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
     result.errors.push_back(labelOf("cluster") +
                             ": needs CONCERT_ADMIT_SECRET, the same on every host, so that tickets, passes and "
                             "references work on each of them");
+  if (config->adaptive) {
+    if (!config->cluster.empty())
+      result.errors.push_back(labelOf("adaptive") +
+                              ": cannot be used with -cluster: the cap is the room's, shared by every host, and each "
+                              "host sees only its own share of the origin");
+    if (config->cap_min > config->adaptiveCeiling())
+      result.errors.push_back(labelOf("cap-min") + ": " + std::to_string(config->cap_min) + " is above -cap-max " +
+                              std::to_string(config->adaptiveCeiling()));
+    else if (config->cap < config->cap_min || config->cap > config->adaptiveCeiling())
+      result.errors.push_back(labelOf("cap") + ": " + std::to_string(config->cap) +
+                              " is outside -cap-min " + std::to_string(config->cap_min) + " .. -cap-max " +
+                              std::to_string(config->adaptiveCeiling()) + ", where -adaptive starts from it");
+  }
   if (config->abuse_threshold > 0 && config->admit_secret_generated)
     result.warnings.push_back(labelOf("abuse-threshold") +
                               ": CONCERT_ADMIT_SECRET is generated, so after a restart every visitor's pass is foreign "

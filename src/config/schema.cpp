@@ -230,7 +230,15 @@ const Setting kSettings[] = {
 
     // -- waiting room
     {"cap", "CONCERT_CAPACITY", VT::Int, "500", 1, kInt32Max, false, R::Live, kRoom,
-     "page requests the origin sees at once", &Config::cap, nullptr},
+     "page requests the origin sees at once (with -adaptive: the starting value)", &Config::cap, nullptr},
+    {"adaptive", "CONCERT_ADAPTIVE", VT::Bool, "false", 0, 0, false, R::Live, kRoom,
+     "move the cap to the origin's knee, found from its time to first byte and errors on page requests; a runtime "
+     "cap (POST /_room/cap) stops it until a reload that says adaptive",
+     &Config::adaptive, nullptr},
+    {"cap-min", "CONCERT_CAP_MIN", VT::Int, "1", 1, kInt32Max, false, R::Live, kRoom,
+     "-adaptive never sets the cap below this", &Config::cap_min, nullptr},
+    {"cap-max", "CONCERT_CAP_MAX", VT::Int, "0", 1, kInt32Max, true, R::Live, kRoom,
+     "-adaptive never sets the cap above this (0 = 4 x cap)", &Config::cap_max, nullptr},
     {"max-queue", "CONCERT_MAX_QUEUE", VT::Int, "10000", 0, 1 << 30, false, R::Live, kRoom,
      "waiting visitors before new arrivals get 503 (0 = unlimited); sizes the ticket ring", &Config::max_queue,
      nullptr},

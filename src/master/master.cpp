@@ -67,6 +67,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <ctime>
 #include <exception>
 #include <memory>
@@ -78,6 +79,7 @@
 #include "common/control.h"
 #include "common/log.h"
 #include "config/config.h"
+#include "master/adaptive.h"
 #include "master/daemon.h"
 #include "master/listener.h"
 #include "master/reload.h"
@@ -225,6 +227,10 @@ class Master {
   void janitor(Millis now);
   Millis nextDeadline(Millis now) const;
 
+  // -- the origin's capacity: -adaptive and the advisor (master/adaptive.h)
+  void watchOrigin(Millis now, const shm::StatsSnapshot& stats);
+  void adaptiveOnReload(const config::Config& fresh);
+
   std::string start_dir_;  // relative names in args, env and the YAML file mean this directory
   std::string exe_path_;   // the binary as started: what SIGUSR2 executes again
   std::optional<Handover> handover_;  // what the image this one replaced handed over (until startUp used it)
@@ -256,6 +262,19 @@ class Master {
   Millis next_sweep_ = 0;
   uint64_t logged_block_ = 0;    // the pre-queue block whose opening was last logged
   shm::HistorySampler history_;  // the dashboard's samples (janitor); kept across reloads
+
+  // What the origin had done by the last janitor tick (its page responses,
+  // their time to first byte, its page errors): each tick's window is the
+  // difference.
+  struct OriginTotals {
+    uint64_t pages = 0;
+    uint64_t first_byte_us = 0;
+    uint64_t errors = 0;
+    Millis at = 0;  // 0: no tick yet
+  };
+  OriginTotals origin_seen_;
+  std::unique_ptr<AdaptiveCap> adaptive_;  // while -adaptive moves the cap
+  CapacityAdvisor advisor_;
 
   bool stopping_ = false;
   bool stop_now_ = false;
@@ -525,6 +544,8 @@ void Master::applyCaps(bool attached) {
     segment_->pages().setConfiguredCap(config_->cap);
   }
   segment_->setLongLivedCap(config_->long_lived_cap);
+  // A start that says -adaptive runs it, whatever stopped it in an earlier run.
+  if (config_->adaptive) segment_->capacity().resumeAdaptive();
 }
 
 // Each worker opens the access log itself; a file it cannot open would only
@@ -955,6 +976,7 @@ void Master::reload(Millis now) {
     }
     segment_->pages().setConfiguredCap(fresh->cap);
   }
+  adaptiveOnReload(*fresh);
   if (!fresh->cluster.empty())
     segment_->cluster().configure(true, fresh->cluster_fail == "open", fresh->cluster_lease);
   // A mode set by POST /_room/mode survives unless the file changed mode.
@@ -1129,6 +1151,78 @@ void Master::reopenLogs() {
   LOG_INFO("reopened log files");
 }
 
+// Once a janitor tick: what the origin did since the last one goes to the
+// advisor, and to -adaptive while it runs (in open mode only: elsewhere the
+// cap does not decide who goes in), whose change of the cap is logged,
+// counted and published with what both learned.
+void Master::watchOrigin(Millis now, const shm::StatsSnapshot& stats) {
+  const shm::HistogramSnapshot pages = segment_->histograms().merged(shm::Histogram::PageFirstByte);
+  const OriginTotals totals{pages.count(), pages.sum_micros, stats.page_errors_total, now};
+  const OriginTotals seen = std::exchange(origin_seen_, totals);
+  if (seen.at == 0 || now <= seen.at) return;
+  OriginWindow window;
+  window.length = now - seen.at;
+  window.pages = totals.pages - seen.pages;
+  window.first_byte_us = totals.first_byte_us - seen.first_byte_us;
+  window.errors = totals.errors - seen.errors;
+  window.cap = static_cast<int32_t>(stats.cap);
+  window.in_flight = stats.occupancy;
+  window.limited = stats.live_queue_depth > 0 || stats.occupancy >= stats.cap;
+  advisor_.observe(window);
+
+  const bool wanted = config_->adaptive && config_->cluster.empty();
+  if (!wanted) {
+    adaptive_.reset();
+  } else if (segment_->capacity().adaptiveStopped()) {
+    if (adaptive_) LOG_INFO("adaptive cap stopped: the cap was set at run time (%lld)", static_cast<long long>(stats.cap));
+    adaptive_.reset();
+  } else if (!adaptive_ || adaptive_->cap() != stats.cap) {
+    // Started, resumed, or the cap moved under it (a reload that changed
+    // cap): it goes on from the cap there is.
+    adaptive_ = std::make_unique<AdaptiveCap>(static_cast<int32_t>(stats.cap), config_->cap_min,
+                                              config_->adaptiveCeiling());
+    if (adaptive_->cap() != stats.cap && segment_->pages().replaceCap(static_cast<int32_t>(stats.cap), adaptive_->cap()))
+      LOG_INFO("adaptive cap %lld -> %d: within -cap-min %d and -cap-max %d", static_cast<long long>(stats.cap),
+               adaptive_->cap(), config_->cap_min, config_->adaptiveCeiling());
+  } else if (segment_->modes().mode() == shm::RoomMode::Open) {
+    const AdaptiveCap::Change change = adaptive_->observe(window);
+    if (!change.why.empty()) {
+      if (segment_->pages().replaceCap(static_cast<int32_t>(stats.cap), change.cap)) {
+        LOG_INFO("adaptive cap %lld -> %d: %s", static_cast<long long>(stats.cap), change.cap, change.why.c_str());
+        segment_->stats().count(shm::Counter::AdaptiveChangesTotal);
+      }
+    }
+  }
+
+  shm::CapacityReading reading;
+  reading.adaptive = adaptive_ != nullptr;
+  if (adaptive_) {
+    reading.base_latency_us = adaptive_->baseLatencyUs();
+    reading.origin_queue = adaptive_->originQueue();
+  }
+  const CapacityAdvisor::Advice advice = advisor_.advice();
+  reading.recommended_cap = advice.cap;
+  reading.knee_latency_us = static_cast<int64_t>(advice.base_latency_us);
+  reading.peak_throughput = advice.peak_throughput;
+  segment_->capacity().publish(reading);
+}
+
+// A reload that says -adaptive resumes it after a runtime cap stopped it;
+// one that does not stops it.
+void Master::adaptiveOnReload(const config::Config& fresh) {
+  if (!fresh.adaptive || !fresh.cluster.empty()) {
+    if (adaptive_) LOG_INFO("adaptive cap stopped: the configuration no longer says adaptive");
+    adaptive_.reset();
+    return;
+  }
+  if (segment_->capacity().adaptiveStopped()) {
+    segment_->capacity().resumeAdaptive();
+    LOG_INFO("adaptive cap resumes from cap %d", segment_->pages().cap());
+  }
+  // New bounds: it starts again from the cap there is.
+  if (fresh.cap_min != config_->cap_min || fresh.adaptiveCeiling() != config_->adaptiveCeiling()) adaptive_.reset();
+}
+
 void Master::janitor(Millis now) {
   // Every tick: abandoned first tickets and missed turns (their limits are
   // seconds); every -reaper: the TTL as well.
@@ -1162,9 +1256,11 @@ void Master::janitor(Millis now) {
     next_sweep_ = now + std::max<Millis>(config_->admit_ttl / 2, kMinPassSweep);
   }
   // The dashboard's history (shm/history.h): this process is its only writer.
-  segment_->history().record(history_.next(time(nullptr), segment_->stats().snapshot(now),
+  const shm::StatsSnapshot stats = segment_->stats().snapshot(now);
+  segment_->history().record(history_.next(time(nullptr), stats,
                                            segment_->histograms().merged(shm::Histogram::QueueWait),
                                            segment_->histograms().merged(shm::Histogram::UpstreamResponse)));
+  watchOrigin(now, stats);
   refreshReadiness();
   watchForeignWorkers(now);
   for (size_t slot = 0; slot < procs_.size(); ++slot) {

@@ -42,6 +42,9 @@
 //                  -upstream-timeout, the client got 504; reset: an open
 //                  origin connection broke before or during the response a
 //                  client was waiting for (502 or a cut body);
+//   page_errors_total  page requests (not assets) the origin failed: a 5xx
+//                  head, no head within -upstream-timeout, or a reset;
+//   adaptive_changes_total  cap changes made by -adaptive;
 //   timeouts_*     one per phase a connection can time out in
 //                  (worker/timeouts.h: client header, client body, send,
 //                  keep-alive, upstream read, tunnel), plus queue_hold: a
@@ -107,7 +110,9 @@
   X(UpstreamErrorsTimeoutTotal, upstream_errors_timeout_total) \
   X(UpstreamErrorsResetTotal, upstream_errors_reset_total)   \
   X(TimeoutsQueueHoldTotal, timeouts_queue_hold_total)       \
-  X(ConnectionsFloodedTotal, connections_flooded_total)
+  X(ConnectionsFloodedTotal, connections_flooded_total)      \
+  X(PageErrorsTotal, page_errors_total)                      \
+  X(AdaptiveChangesTotal, adaptive_changes_total)
 
 namespace concert::shm {
 

@@ -47,7 +47,14 @@
     "1 while the cluster engine answers in time, else 0.")                                                             \
   X(cluster_hosts, Count, Cluster, "concert_cluster_hosts", "Hosts sharing the room, as last seen in the engine.")     \
   X(cluster_slots_reserved, Count, Cluster, "concert_cluster_slots_reserved",                                          \
-    "Slots of the room's cap this host holds.")
+    "Slots of the room's cap this host holds.")                                                                        \
+  X(adaptive_active, Flag, Room, "concert_adaptive_active", "1 while -adaptive moves the cap, else 0.")               \
+  X(adaptive_base_latency, Duration, Room, "concert_adaptive_base_latency_seconds",                                    \
+    "-adaptive: a page's time to first byte when nothing waits in the origin (0 until found).")                      \
+  X(adaptive_origin_queue, Ratio, Room, "concert_adaptive_origin_queue",                                               \
+    "-adaptive: page requests estimated to wait inside the origin (its own queue), last window.")                    \
+  X(adaptive_recommended_cap, Count, Room, "concert_adaptive_recommended_cap",                                         \
+    "The capacity advisor's cap: the origin's knee plus one (0 until it has seen the origin queued).")
 
 namespace concert::shm {
 

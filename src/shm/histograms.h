@@ -30,10 +30,11 @@ enum class Histogram : uint32_t {
   QueueWait,         // a ticket's issue to its admission from the line (seconds)
   UpstreamResponse,  // request sent to the origin's response head (seconds)
   EngineRoundTrip,   // -cluster: one round trip to the engine (seconds); the cluster agent's, in slot 0's cells
+  PageFirstByte,     // a page request sent to the origin's response head (seconds): pages only, no assets
 };
 // kHistogramCount and kHistogramBounds (finite upper bounds; one more bucket
 // is +Inf) are in types.h, with the segment's other sizes.
-static_assert(kHistogramCount == static_cast<size_t>(Histogram::EngineRoundTrip) + 1);
+static_assert(kHistogramCount == static_cast<size_t>(Histogram::PageFirstByte) + 1);
 
 // Upper bounds (seconds, inclusive, as Prometheus `le`), ascending.
 constexpr std::array<double, kHistogramBounds> histogramBounds(Histogram h) {

@@ -99,7 +99,7 @@
 namespace concert::shm {
 
 constexpr uint64_t kMagic = 0x54524543'4e4f4321ull;  // "!CONCERT" little-endian
-constexpr uint32_t kLayoutVersion = 18;
+constexpr uint32_t kLayoutVersion = 19;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -290,6 +290,22 @@ struct alignas(64) RoomControl {
   alignas(64) std::atomic<int64_t> rate_tat;  // everyone, by CAS: the bucket's theoretical arrival time (ns)
 };
 
+// ------------------------------------------------------------------ capacity
+// What the master learned about the origin's capacity (capacity.h).
+struct alignas(64) CapacityCells {
+  std::atomic<uint32_t> adaptive_stopped;       // a runtime cap stopped -adaptive: any worker, cleared by the master
+  std::atomic<uint32_t> adaptive_active;        // master: -adaptive moves the cap now
+  std::atomic<int64_t> base_latency_us;         // master: -adaptive's unqueued time to first byte; 0 unknown
+  std::atomic<int64_t> origin_queue_milli;      // master: -adaptive's estimate of requests queued inside the origin
+  std::atomic<int64_t> recommended_cap;         // master: the advisor's cap; 0 not known yet
+  std::atomic<int64_t> knee_latency_us;         // master: the advisor's unqueued time to first byte
+  std::atomic<int64_t> peak_throughput_milli;   // master: the advisor's most pages per second (x 1000)
+  std::atomic<int64_t> origin_status_active;    // master, -origin-status: busy origin processes; -1 unknown
+  std::atomic<int64_t> origin_status_total;     // master, -origin-status: origin processes
+  std::atomic<int64_t> origin_status_queue;     // master, -origin-status: connections waiting in its listen queue
+  std::atomic<int64_t> origin_status_max_reached;  // master, -origin-status: times it ran out of processes
+};
+
 // ------------------------------------------------------------------ once marks
 // Single-use marks (once.h): one word per entry, 0 = never used; sizes in types.h.
 
@@ -357,6 +373,7 @@ struct alignas(64) Header {
   RoomControl room;                                 // modes.h, admit_rate.h
   OnceTable once;                                   // once.h
   SaleControl sale;                                 // sale.h, tickets.h
+  CapacityCells capacity;                           // capacity.h
 };
 
 // One histogram's cells in one worker slot (histograms.h).

@@ -188,6 +188,7 @@ Segment::Segment(std::unique_ptr<Mapping> mapping, std::vector<int> eventfds)
       history_(mapping_->layout, slots_),
       revocations_(mapping_->layout, slots_),
       once_(mapping_->layout, slots_),
+      capacity_(mapping_->layout, slots_),
       stats_(mapping_->layout, tickets_, cluster_, pages_, assets_, long_lived_, passes_, clients_, slots_) {}
 
 Segment::~Segment() = default;

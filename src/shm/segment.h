@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "shm/admit_rate.h"
+#include "shm/capacity.h"
 #include "shm/clients.h"
 #include "shm/cluster.h"
 #include "shm/line.h"
@@ -214,6 +215,8 @@ class Segment {
   const AdmitRate& admitRate() const { return admit_rate_; }
   Sale& sale() { return sale_; }
   const Sale& sale() const { return sale_; }
+  Capacity& capacity() { return capacity_; }
+  const Capacity& capacity() const { return capacity_; }
 
   // A strike of `weight` against a client (clients.h), from any worker.
   // abuse_strikes_total counts the weight. When it starts a ban
@@ -258,6 +261,7 @@ class Segment {
   History history_;
   Revocations revocations_;
   OnceMarks once_;
+  Capacity capacity_;
   Stats stats_;
 };
 

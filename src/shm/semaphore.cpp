@@ -160,6 +160,14 @@ void PageSemaphore::setCap(int32_t cap) {
   if (cap > old) slots_->wake(resource_);
 }
 
+bool PageSemaphore::replaceCap(int32_t expected, int32_t cap) {
+  if (cap < 1) cap = 1;
+  int64_t old = expected;
+  if (!capWord().compare_exchange_strong(old, cap, std::memory_order_seq_cst)) return false;
+  if (cap > expected) slots_->wake(resource_);
+  return true;
+}
+
 void PageSemaphore::setShare(int32_t share) {
   if (share < 0) share = 0;
   const int64_t old = capWord().exchange(share, std::memory_order_seq_cst);

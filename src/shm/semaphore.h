@@ -93,6 +93,9 @@ class PageSemaphore final : public Semaphore {
   // Runtime cap (POST /_room/cap, reload). Never lets occupancy pass the new
   // cap: in-flight keeps its slots, new acquisitions wait. Growing wakes waiters.
   void setCap(int32_t cap);
+  // The same, only while the cap is still `expected` (-adaptive: a runtime
+  // cap set meanwhile wins). False when it was not.
+  bool replaceCap(int32_t expected, int32_t cap);
   // With -cluster the cap is this host's share of the global cap, which the
   // cluster agent sets from the engine (shm/cluster.h); 0 is allowed (the
   // host holds no slot: nobody new goes in here). Once the host's lease with

@@ -69,6 +69,11 @@ StatsSnapshot Stats::snapshot(Millis now) const {
   s.workers = slots_->running();
   s.generation = generation();
   s.banned_clients = clients_->bannedCount(now);
+  const CapacityCells& capacity = layout_->header->capacity;
+  s.adaptive_active = capacity.adaptive_active.load(std::memory_order_relaxed) != 0;
+  s.adaptive_base_latency = capacity.base_latency_us.load(std::memory_order_relaxed) / 1000;
+  s.adaptive_origin_queue = static_cast<double>(capacity.origin_queue_milli.load(std::memory_order_relaxed)) / 1000;
+  s.adaptive_recommended_cap = capacity.recommended_cap.load(std::memory_order_relaxed);
   for (Counter c : kAllCounters) s.counter(c) = layout_->counter(c).load(std::memory_order_relaxed);
   return s;
 }

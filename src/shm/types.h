@@ -55,7 +55,7 @@ constexpr uint32_t kClusterRecent = 4096;              // tickets issued or firs
 constexpr uint32_t kClusterMarks = 8192;               // bans, promotions, ended sessions, across the room
 
 // ---------------------------------------------------------------- histograms and history
-constexpr size_t kHistogramCount = 3;     // histograms.h: one per Histogram
+constexpr size_t kHistogramCount = 4;     // histograms.h: one per Histogram
 constexpr size_t kHistogramBounds = 16;   // histograms.h: finite upper bounds; one more bucket is +Inf
 constexpr size_t kHistorySamples = 3600;  // history.h: one hour at one sample a second
 

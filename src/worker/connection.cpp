@@ -714,7 +714,8 @@ void ClientConnection::responseHead(const http::ResponseHead& head, bool detache
 }
 
 // The origin's answers and errors, counted in the segment (shm/counters.h)
-// and, for answers, observed in this worker's UpstreamResponse histogram.
+// and, for answers, observed in this worker's UpstreamResponse histogram;
+// a page request's also in PageFirstByte and page_errors_total.
 void ClientConnection::originAnswered(int status, int64_t micros) {
   shm::Segment* segment = host_.admission().segment;
   if (!segment) return;
@@ -724,11 +725,16 @@ void ClientConnection::originAnswered(int status, int64_t micros) {
       shm::Counter::UpstreamResponses5xxTotal};
   segment->stats().count(kByClass[std::clamp(status / 100, 1, 5) - 1]);
   segment->histograms().observe(shm::Histogram::UpstreamResponse, host_.admission().slot, micros);
+  if (guard_ && guard_->isPage()) {
+    segment->histograms().observe(shm::Histogram::PageFirstByte, host_.admission().slot, micros);
+    if (status >= 500) segment->stats().count(shm::Counter::PageErrorsTotal);
+  }
 }
 
 void ClientConnection::originFailed(OriginError kind) {
   shm::Segment* segment = host_.admission().segment;
   if (!segment) return;
+  if (guard_ && guard_->isPage()) segment->stats().count(shm::Counter::PageErrorsTotal);
   switch (kind) {
     case OriginError::Connect: segment->stats().count(shm::Counter::UpstreamErrorsConnectTotal); return;
     case OriginError::Timeout: segment->stats().count(shm::Counter::UpstreamErrorsTimeoutTotal); return;

@@ -200,7 +200,8 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(status, 200)
             self.assertEqual(header(headers, "Content-Type"), "application/json; charset=utf-8")
             report = json.loads(body)
-            self.assertEqual(list(report), ["fifo_inversions", "ghost_share", "tickets_per_client", "wait_seconds"])
+            self.assertEqual(list(report),
+                             ["fifo_inversions", "ghost_share", "tickets_per_client", "wait_seconds", "capacity"])
             self.assertEqual(report["fifo_inversions"], 0)
             self.assertIsInstance(report["fifo_inversions"], int)
             self.assertEqual(report["ghost_share"], 0)
@@ -214,6 +215,11 @@ class MetricsTest(unittest.TestCase):
             for v in report["wait_seconds"].values():
                 self.assertIsInstance(v, float)
                 self.assertEqual(v, 0)  # nobody admitted from the line yet
+            # The capacity advisor has seen nothing yet; -adaptive is off.
+            self.assertEqual(report["capacity"], {
+                "cap": 1, "recommended_cap": None, "unqueued_first_byte_seconds": 0.0, "peak_pages_per_second": 0.0,
+                "adaptive": {"configured": False, "active": False, "cap_min": 1, "cap_max": 4,
+                             "unqueued_first_byte_seconds": 0.0, "origin_queue": 0.0}})
             _, samples = self.assert_matches_stats(c)
             self.assertEqual(series(samples, "concert_rejected_total", reason="client_limit"), 1)
             self.assertEqual(series(samples, "concert_tickets_issued_total"), 4)
