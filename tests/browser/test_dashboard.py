@@ -152,6 +152,10 @@ class DashboardTest(unittest.TestCase):
             self.assertEqual([u for u in urls if not u.startswith("http://127.0.0.1:%d/" % c.port)], [])
             self.assertTrue(any("/_room/history/events" in u for u in urls), urls)
             self.assertEqual(len([u for u in urls if u.endswith("/_room/history")]), 1, urls)
+            # The capacity advisor's line: nothing known before the origin was ever queued.
+            self.assertTrue(any(u.endswith("/_room/report") for u in urls), urls)
+            self.assertTrue(wait_for(lambda: self.browser.evaluate(
+                "document.getElementById('now-advice').textContent") == "not known yet", timeout=10, interval=0.3))
 
             # Fill the room: 24 visitors through cap 2, 0.6 s at the origin each.
             self.assertEqual(newest(self.browser, "chart-queue"), 0)
