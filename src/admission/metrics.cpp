@@ -308,6 +308,19 @@ nlohmann::ordered_json capacityReport(const AdmissionContext& context) {
       {"unqueued_first_byte_seconds", static_cast<double>(r.knee_latency_us) / 1e6},
       {"peak_pages_per_second", r.peak_throughput},
   };
+  capacity["recommended_by"] = r.recommended_cap <= 0 ? nlohmann::ordered_json(nullptr)
+                               : r.origin_total > 0   ? nlohmann::ordered_json("origin status page")
+                                                      : nlohmann::ordered_json("latency knee");
+  if (config.origin_status.empty() || r.origin_total < 0) {
+    capacity["origin_status"] = nullptr;
+  } else {
+    capacity["origin_status"] = {
+        {"active_processes", r.origin_active},
+        {"total_processes", r.origin_total},
+        {"listen_queue", r.origin_listen_queue},
+        {"max_children_reached", r.origin_max_children_reached},
+    };
+  }
   capacity["adaptive"] = {
       {"configured", config.adaptive},
       {"active", r.adaptive},

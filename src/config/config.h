@@ -99,6 +99,8 @@ struct Config {
   bool adaptive = false;  // -adaptive: the master moves the cap (master/adaptive.h)
   int32_t cap_min = 1;
   int32_t cap_max = 0;    // 0: 4 x cap
+  std::string origin_status;  // -origin-status URL; "" = none
+  Upstream origin_status_url;  // derived from it
   // -adaptive's ceiling: cap-max, or 4 x cap when it is 0.
   int32_t adaptiveCeiling() const {
     return cap_max > 0 ? cap_max : static_cast<int32_t>(std::min<int64_t>(int64_t{cap} * 4, INT32_MAX));

@@ -684,6 +684,8 @@ LoadResult load(const std::vector<std::string>& args, const Environment& env) {
   }
   if (Parsed<int64_t> start = parseRfc3339Ms(config->event_start); start.ok()) config->event_start_ms = *start.value;
   if (Parsed<ClusterUrl> url = parseClusterUrl(config->cluster); url.ok()) config->cluster_url = *url.value;
+  if (Parsed<Upstream> url = parseUpstream(config->origin_status); !config->origin_status.empty() && url.ok())
+    config->origin_status_url = *url.value;
   config->asset_cap_derived = config->asset_cap == 0;
   if (config->asset_cap_derived) {
     int64_t derived = int64_t{config->cap} * config->asset_user_cap_h2;

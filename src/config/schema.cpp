@@ -3,6 +3,8 @@
 // the README table and the conf/concert.yaml test pick it up from the row.
 #include "config/schema.h"
 
+#include <netdb.h>
+
 #include <charconv>
 #include <limits>
 
@@ -42,6 +44,20 @@ std::string checkCookieAttribute(std::string_view value) {
 std::string checkCookiePath(std::string_view value) {
   if (value.empty() || value.front() != '/') return "must start with '/'";
   return checkCookieAttribute(value);
+}
+
+// The origin's status page is read by the master: plain HTTP to an address.
+std::string checkOriginStatus(std::string_view value) {
+  if (value.empty()) return {};
+  Parsed<Upstream> url = parseUpstream(value);
+  if (!url.ok()) return "must look like http://127.0.0.1:8380/fpm-status";
+  if (url.value->https) return "must be http: the master reads it without TLS";
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(url.value->host.c_str(), nullptr, &hints, &found) != 0) return "must name its host by address";
+  freeaddrinfo(found);
+  return {};
 }
 
 // The skip URL ends up inside the waiting page's HTML and script.
@@ -239,6 +255,9 @@ const Setting kSettings[] = {
      "-adaptive never sets the cap below this", &Config::cap_min, nullptr},
     {"cap-max", "CONCERT_CAP_MAX", VT::Int, "0", 1, kInt32Max, true, R::Live, kRoom,
      "-adaptive never sets the cap above this (0 = 4 x cap)", &Config::cap_max, nullptr},
+    {"origin-status", "CONCERT_ORIGIN_STATUS", VT::String, "", 0, 0, false, R::Live, kRoom,
+     "the origin's status page (PHP-FPM's pm.status_path, by address), read each second for the capacity advisor",
+     &Config::origin_status, checkOriginStatus},
     {"max-queue", "CONCERT_MAX_QUEUE", VT::Int, "10000", 0, 1 << 30, false, R::Live, kRoom,
      "waiting visitors before new arrivals get 503 (0 = unlimited); sizes the ticket ring", &Config::max_queue,
      nullptr},

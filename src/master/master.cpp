@@ -82,6 +82,7 @@
 #include "master/adaptive.h"
 #include "master/daemon.h"
 #include "master/listener.h"
+#include "master/origin_status.h"
 #include "master/reload.h"
 #include "master/signals.h"
 #include "master/state_dir.h"
@@ -141,6 +142,8 @@ bool applyRoomControl(shm::Segment& segment, const config::Config& config) {
 }
 
 constexpr Millis kJanitorTick = 1'000;
+// -origin-status is read in the master's loop: never longer than this.
+constexpr Millis kOriginStatusTimeout = 300;
 constexpr Millis kHeartbeatTimeout = 30'000;
 constexpr Millis kDrainKillMargin = 5'000;  // after shutdown-grace, for reload drains
 constexpr Millis kStopKillMargin = 2'000;   // after shutdown-grace, for a full stop
@@ -275,6 +278,7 @@ class Master {
   OriginTotals origin_seen_;
   std::unique_ptr<AdaptiveCap> adaptive_;  // while -adaptive moves the cap
   CapacityAdvisor advisor_;
+  std::string origin_status_error_;  // -origin-status: why the last read failed ("" = it worked), logged on change
 
   bool stopping_ = false;
   bool stop_now_ = false;
@@ -1204,6 +1208,25 @@ void Master::watchOrigin(Millis now, const shm::StatsSnapshot& stats) {
   reading.recommended_cap = advice.cap;
   reading.knee_latency_us = static_cast<int64_t>(advice.base_latency_us);
   reading.peak_throughput = advice.peak_throughput;
+  if (!config_->origin_status.empty()) {
+    // The origin says how many processes it has: those plus one, so that
+    // one request always waits at its door and none of them idles.
+    const OriginStatus status = fetchOriginStatus(config_->origin_status_url, kOriginStatusTimeout);
+    if (status.error != origin_status_error_) {
+      if (status.ok)
+        LOG_INFO("-origin-status %s: read again", config_->origin_status.c_str());
+      else
+        LOG_WARN("-origin-status %s: %s", config_->origin_status.c_str(), status.error.c_str());
+      origin_status_error_ = status.error;
+    }
+    if (status.ok) {
+      reading.origin_active = status.active;
+      reading.origin_total = status.total;
+      reading.origin_listen_queue = status.listen_queue;
+      reading.origin_max_children_reached = status.max_children_reached;
+      if (status.total > 0) reading.recommended_cap = status.total + 1;
+    }
+  }
   segment_->capacity().publish(reading);
 }
 

@@ -168,6 +168,49 @@ class AdaptiveTest(unittest.TestCase):
             finally:
                 crowd.stop()
 
+    def test_origin_status_page(self):
+        # PHP-FPM's status page, as its JSON (?json): 6 processes, 4 busy.
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        asked = []
+
+        class Status(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                asked.append(self.path)
+                body = json.dumps({"pool": "www", "listen queue": 2, "active processes": 4, "total processes": 6,
+                                   "max children reached": 11}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Status)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            url = "http://127.0.0.1:%d/fpm-status" % server.server_address[1]
+            with self.concert("-cap", "5", "-origin-status", url) as c:
+                def capacity():
+                    return json.loads(c.admin("GET", "/_room/report", AUTH)[2])["capacity"]
+                self.assertTrue(wait_for(lambda: capacity()["origin_status"] is not None, timeout=10), c.log())
+                report = capacity()
+                self.assertEqual(report["origin_status"], {"active_processes": 4, "total_processes": 6,
+                                                           "listen_queue": 2, "max_children_reached": 11})
+                self.assertEqual((report["recommended_cap"], report["recommended_by"]), (7, "origin status page"))
+                self.assertEqual(metric(c, "concert_adaptive_recommended_cap"), 7)
+                self.assertIn("/fpm-status?json", asked)
+                # The page goes away: logged once, and the report says nothing of it.
+                server.shutdown()
+                server.server_close()
+                self.assertTrue(wait_for(lambda: capacity()["origin_status"] is None, timeout=10), c.log())
+                time.sleep(2.5)
+                self.assertEqual(c.log().count("-origin-status %s: " % url), 1, c.log())
+                self.assertIsNone(capacity()["recommended_cap"])
+        finally:
+            server.server_close()
+
     def test_contradicting_settings_are_refused(self):
         import subprocess
         cases = [
@@ -175,6 +218,9 @@ class AdaptiveTest(unittest.TestCase):
             (["-adaptive", "-cap", "100", "-cap-max", "50"], "-cap (flag): 100 is outside -cap-min 1 .. -cap-max 50"),
             (["-adaptive", "-cap", "4", "-cap-min", "5"], "-cap (flag): 4 is outside -cap-min 5 .. -cap-max 16"),
             (["-adaptive", "-cluster", "redis://127.0.0.1:1"], "-adaptive (flag): cannot be used with -cluster"),
+            (["-origin-status", "https://127.0.0.1/fpm-status"], "-origin-status (flag): must be http"),
+            (["-origin-status", "http://fpm.example/status"], "-origin-status (flag): must name its host by address"),
+            (["-origin-status", "status"], "-origin-status (flag): must look like http://"),
         ]
         env = dict(os.environ, CONCERT_ADMIT_SECRET="x" * 32)
         for args, message in cases:

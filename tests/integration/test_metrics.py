@@ -218,6 +218,7 @@ class MetricsTest(unittest.TestCase):
             # The capacity advisor has seen nothing yet; -adaptive is off.
             self.assertEqual(report["capacity"], {
                 "cap": 1, "recommended_cap": None, "unqueued_first_byte_seconds": 0.0, "peak_pages_per_second": 0.0,
+                "recommended_by": None, "origin_status": None,
                 "adaptive": {"configured": False, "active": False, "cap_min": 1, "cap_max": 4,
                              "unqueued_first_byte_seconds": 0.0, "origin_queue": 0.0}})
             _, samples = self.assert_matches_stats(c)

@@ -79,6 +79,7 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"adaptive", "CONCERT_ADAPTIVE"},
       {"cap-min", "CONCERT_CAP_MIN"},
       {"cap-max", "CONCERT_CAP_MAX"},
+      {"origin-status", "CONCERT_ORIGIN_STATUS"},
       {"max-queue", "CONCERT_MAX_QUEUE"},
       {"reaper", "CONCERT_REAPER"},
       {"token-ttl", "CONCERT_TOKEN_TTL"},
