@@ -29,6 +29,13 @@
 #           proxy, behind HAProxy maxconn 4 and behind Concert -cap 4
 #           (bench/wordpress/run.sh, which installs the packages when missing)
 #           -> results/wordpress.md
+#   adaptive  -adaptive against a real php-fpm (Debian's php8.2-fpm, pm = static,
+#           8 children, pages sleeping 50 or 400 ms, behind nginx, all on loopback
+#           under /tmp/concert-adaptive): a sweep of fixed caps, -cap 64 -adaptive
+#           under 16 closed-loop visitors, the pool changed to 4 and 16 children
+#           under it (SIGUSR2), the capacity advisor after a ramp in passthrough
+#           mode (bench/adaptive/run.sh, which installs the packages when
+#           missing; about 11 minutes, AD_QUICK=1 about 2.5) -> results/adaptive.md
 #   chaos   three hosts under looping visitors with random faults (agents and
 #           the engine stopped, killed, restarted empty; hosts killed;
 #           reloads), CHAOS_SECONDS (300) of them, fail open: the test suite's
@@ -41,7 +48,7 @@
 # CHURN_CAP (origin concurrency N of the churn section, default 20; wrk uses 2N
 # connections), QUEUE_N (visitor counts for the queue-scale run, default
 # 1000,10000,100000,1000000), QUEUE_POLL_SECONDS (seconds per poll phase,
-# default 15), BENCH_SKIP (comma list of shm,model,e2e,churn,queue,cluster,wordpress,chaos), MODEL_STEPS, BENCH_NICE (run
+# default 15), BENCH_SKIP (comma list of shm,model,e2e,churn,queue,cluster,wordpress,adaptive,chaos), MODEL_STEPS, BENCH_NICE (run
 # every benchmark process at this nice level, e.g. -5 as root on a machine that
 # is busy with other work; every setup gets the same level; with the kernel's
 # session autogroups the session's group nice is set too, since plain nice only
@@ -222,6 +229,15 @@ if ! skip wordpress; then
     bash "$HERE/wordpress/run.sh" || status=1
   cp "${WP_STATE:-/tmp/concert-wp}/results.md" "$HERE/results/wordpress.md" 2>/dev/null || true
   section_end wordpress
+fi
+
+if ! skip adaptive; then
+  echo "== -adaptive against a real php-fpm (bench/adaptive/run.sh)"
+  section_start
+  AD_STATE=${AD_STATE:-/tmp/concert-adaptive} CONCERT="$(cd "$(dirname "$CONCERT")" && pwd)/$(basename "$CONCERT")" \
+    bash "$HERE/adaptive/run.sh" || status=1
+  cp "${AD_STATE:-/tmp/concert-adaptive}/results.md" "$HERE/results/adaptive.md" 2>/dev/null || true
+  section_end adaptive
 fi
 
 if ! skip chaos; then

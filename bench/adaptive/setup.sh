@@ -20,8 +20,8 @@
 #     pool file and reloads php-fpm gracefully (SIGUSR2 to its master), as run.py does mid-run;
 #   * nginx: STATE/nginx/nginx.conf, listen 127.0.0.1:PORT, keep-alive from the proxy, an access
 #     log STATE/log/access.log with one line per request: $msec $request_time
-#     $upstream_header_time $status $request_uri (the time at the origin: php-fpm's queue wait and
-#     the script's run);
+#     $upstream_header_time $status $request_uri $sent_http_x_page_ms (the time at the origin:
+#     php-fpm's queue wait and the script's run; and how long the script slept);
 #   * a few checks; prints the URL and the pids.
 #
 # Stop with bash bench/adaptive/stop.sh [--purge]. Needs root.
@@ -192,7 +192,7 @@ http {
   scgi_temp_path $NGX/scgi;
   keepalive_timeout 120s;
   keepalive_requests 1000000;
-  log_format timing '\$msec \$request_time \$upstream_header_time \$status \$request_uri';
+  log_format timing '\$msec \$request_time \$upstream_header_time \$status \$request_uri \$sent_http_x_page_ms';
   access_log off;
   server {
     listen 127.0.0.1:$PORT backlog=4096;

@@ -277,7 +277,11 @@ TEST_CASE("report: admin only, its keys and values") {
   CHECK(test::headerValue(empty.headers, "Content-Type") == "application/json; charset=utf-8");
   CHECK(empty.body ==
         "{\"fifo_inversions\":0,\"ghost_share\":0.0,\"tickets_per_client\":[],"
-        "\"wait_seconds\":{\"p50\":0.0,\"p90\":0.0,\"p99\":0.0}}");
+        "\"wait_seconds\":{\"p50\":0.0,\"p90\":0.0,\"p99\":0.0},"
+        "\"capacity\":{\"cap\":1,\"recommended_cap\":null,\"unqueued_first_byte_seconds\":0.0,"
+              "\"peak_pages_per_second\":0.0,\"recommended_by\":null,\"origin_status\":null,"
+              "\"adaptive\":{\"configured\":false,\"active\":false,\"cap_min\":1,\"cap_max\":4,"
+              "\"unqueued_first_byte_seconds\":0.0,\"origin_queue\":0.0}}}");
 
   // One holder; then three tickets from 10.0.0.7, one from 10.0.0.8 and one
   // from an IPv6 client (its /64).
@@ -304,7 +308,11 @@ TEST_CASE("report: admin only, its keys and values") {
         "{\"client\":\"10.0.0.7\",\"tickets\":3},"
         "{\"client\":\"10.0.0.8\",\"tickets\":1},"
         "{\"client\":\"2001:db8:1:2::/64\",\"tickets\":1}],"
-        "\"wait_seconds\":{\"p50\":0.375,\"p90\":0.475,\"p99\":0.4975}}");
+        "\"wait_seconds\":{\"p50\":0.375,\"p90\":0.475,\"p99\":0.4975},"
+        "\"capacity\":{\"cap\":1,\"recommended_cap\":null,\"unqueued_first_byte_seconds\":0.0,"
+              "\"peak_pages_per_second\":0.0,\"recommended_by\":null,\"origin_status\":null,"
+              "\"adaptive\":{\"configured\":false,\"active\":false,\"cap_min\":1,\"cap_max\":4,"
+              "\"unqueued_first_byte_seconds\":0.0,\"origin_queue\":0.0}}}");
 }
 
 TEST_CASE("clients: topByTickets keeps the ten busiest, most first") {

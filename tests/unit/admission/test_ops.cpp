@@ -36,6 +36,11 @@ TEST_CASE("ops: stats keys sorted and complete") {
   }
   std::vector<std::string> expected = {"abuse_bans_total",
                                        "abuse_strikes_total",
+                                       "adaptive_active",
+                                       "adaptive_base_latency",
+                                       "adaptive_changes_total",
+                                       "adaptive_origin_queue",
+                                       "adaptive_recommended_cap",
                                        "admissions_direct_total",
                                        "admissions_held_total",
                                        "admissions_line_total",
@@ -70,6 +75,7 @@ TEST_CASE("ops: stats keys sorted and complete") {
                                        "max_queue_depth",
                                        "missed_turns_total",
                                        "occupancy",
+                                       "page_errors_total",
                                        "pass_evicted_total",
                                        "pass_table_full_total",
                                        "promoted_total",
@@ -126,7 +132,9 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
   LocalResponse r = handleStats(room.ctx(), test::get("/_room/stats"));
   // admissions_direct_total: 129 and the holder's admission.
   CHECK(r.body ==
-        "{\"abuse_bans_total\":125,\"abuse_strikes_total\":124,\"admissions_direct_total\":131,"
+        "{\"abuse_bans_total\":125,\"abuse_strikes_total\":124,\"adaptive_active\":0,"
+        "\"adaptive_base_latency\":\"0s\",\"adaptive_changes_total\":155,\"adaptive_origin_queue\":0,"
+        "\"adaptive_recommended_cap\":0,\"admissions_direct_total\":131,"
         "\"admissions_held_total\":132,\"admissions_line_total\":131,\"admissions_priority_total\":134,"
         "\"admissions_session_total\":133,\"asset_cap\":128,\"asset_denied_total\":105,"
         "\"asset_global_throttled_total\":107,\"asset_in_flight\":0,\"asset_served_total\":104,"
@@ -136,7 +144,7 @@ TEST_CASE("ops: stats body is byte-exact, every counter under its own key") {
         "\"evicted_total\":101,\"evicted_ttl_total\":141,\"fifo_inversions_total\":129,\"generation\":1,"
         "\"ghost_evicted_total\":114,\"invitations_used_total\":135,\"live_queue_depth\":0,"
         "\"long_lived_cap\":10000,\"long_lived_in_use\":0,\"long_lived_refused_total\":116,"
-        "\"max_queue_depth\":100,\"missed_turns_total\":113,\"occupancy\":1,\"pass_evicted_total\":123,"
+        "\"max_queue_depth\":100,\"missed_turns_total\":113,\"occupancy\":1,\"page_errors_total\":154,\"pass_evicted_total\":123,"
         "\"pass_table_full_total\":109,\"promoted_total\":103,\"proxy_protocol_rejected_total\":128,"
         "\"queue_depth\":0,\"queued_total\":100,\"rejected_banned_total\":138,\"rejected_busy_total\":139,"
         "\"rejected_client_limit_total\":137,\"rejected_full_total\":136,\"rejected_maintenance_total\":140,"
