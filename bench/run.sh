@@ -35,7 +35,7 @@
 #           under 16 closed-loop visitors, the pool changed to 4 and 16 children
 #           under it (SIGUSR2), the capacity advisor after a ramp in passthrough
 #           mode (bench/adaptive/run.sh, which installs the packages when
-#           missing; about 11 minutes, AD_QUICK=1 about 2.5) -> results/adaptive.md
+#           missing; about 10 minutes, AD_QUICK=1 about 2.5) -> results/adaptive.md
 #   chaos   three hosts under looping visitors with random faults (agents and
 #           the engine stopped, killed, restarted empty; hosts killed;
 #           reloads), CHAOS_SECONDS (300) of them, fail open: the test suite's

@@ -654,7 +654,8 @@ def report(r):
             ar["client"]["failed"], s(f["origin_last_15s"]["p99_s"])))
     out.append("")
     out.append("The advisor's recommendation during the ramp (seconds, visitors, recommended_cap): %s." % (
-        ", ".join("%d s %d → %s" % t for t in r["advisor"]["trail"]) or "—"))
+        ", ".join("%d s %d → %s" % (t[0], t[1], "none" if t[2] is None else t[2])
+                  for t in r["advisor"]["trail"]) or "—"))
     out.append("")
     lines = r.get("adaptive_log") or []
     if lines:

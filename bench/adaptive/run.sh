@@ -7,7 +7,7 @@
 #   bash bench/adaptive/run.sh
 #
 # Knobs (environment): AD_QUICK=1 (every phase shortened: a smoke run of about 2.5 minutes;
-# the full run takes about 11), AD_PORT (nginx, 8390), AD_STATE (/tmp/concert-adaptive),
+# the full run takes about 10), AD_PORT (nginx, 8390), AD_STATE (/tmp/concert-adaptive),
 # CONCERT (the binary, default build/concert; copied into the state directory first, so a
 # rebuild during the run does not change it), AD_KEEP=1 (leave php-fpm and nginx running at the
 # end; by default they are stopped if this script started them).
@@ -58,7 +58,7 @@ cp "$CONCERT_BIN" "$STATE/run/concert.bin"
 
 ARGS=(--concert "$STATE/run/concert.bin" --state "$STATE" --port "$PORT")
 [ "${AD_QUICK:-0}" = 1 ] && ARGS+=(--quick)
-# Bounded: the full run takes about 11 minutes.
+# Bounded: the full run takes about 10 minutes.
 timeout 1200 "$PY" "$HERE/run.py" "${ARGS[@]}" &
 DRIVER=$!
 rc=0

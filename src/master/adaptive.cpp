@@ -15,7 +15,7 @@ constexpr double kChangedThroughput = 0.6;  // throughput below this share of th
 constexpr uint64_t kLowerBasePages = 150;  // pages a decision needs before it may lower S
 constexpr uint64_t kBasePages = 120;       // pages S is measured from at the knee
 constexpr double kKneeShare = 0.3;         // a descent step whose latency fell by less than this share of the cap's step
-constexpr double kKneeThroughput = 0.8;    // or whose throughput fell below this share of the peak: the knee
+constexpr double kKneeThroughput = 0.7;    // or whose throughput fell below this share of the peak: the knee
 
 std::string fmt(const char* format, double a, double b) {
   char buf[160];
@@ -103,7 +103,7 @@ AdaptiveCap::Change AdaptiveCap::descend(const Sum& now) {
   const double level = now.limited ? cap_ : std::min<double>(cap_, std::ceil(now.inOrigin()));
   // Past the knee latency stays where it was, and throughput falls.
   // (Throughput only once both sides have enough pages to tell.)
-  const double peak = peak_pages_ >= kBasePages
+  const double peak = peak_pages_ >= kMinPages
                           ? static_cast<double>(peak_pages_) * 1000.0 / static_cast<double>(peak_ms_)
                           : 0;
   const bool knee = before_cap_ > 0 && level < before_cap_ &&

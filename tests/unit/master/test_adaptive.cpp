@@ -151,6 +151,8 @@ TEST_CASE("from a cap of 64 the cap finds the knee of an origin of 8 within 30 s
               *std::min_element(run.caps.begin() + 30, run.caps.end()) <=
           2);
     CHECK_FALSE(adaptive.descending());
+    // The descent stops within a step past the knee: never below half of it.
+    CHECK(*std::min_element(run.caps.begin(), run.caps.end()) >= 4);
     CHECK(adaptive.baseLatencyUs() > 150'000);
     CHECK(adaptive.baseLatencyUs() < 300'000);
   }
@@ -178,10 +180,12 @@ TEST_CASE("it follows the origin's workers from 8 to 4 to 16") {
     drive(adaptive, origin, 60);
     origin.workers = 4;
     const Run fewer = drive(adaptive, origin, 90);
-    // Down to at most 7 within 30 s and never below the 4 it then has.
+    // Down to at most 7 within 30 s and never below the 4 it then has; the
+    // descent that learns the new origin stops within a step past its knee.
     const int down = settledAt(fewer.caps, 4, 7);
     CHECK(down >= 0);
     CHECK(down <= 30);
+    CHECK(*std::min_element(fewer.caps.begin(), fewer.caps.end()) >= 2);
     origin.workers = 16;
     const Run more = drive(adaptive, origin, 90);
     // Up to 16 within 45 s (each step up waits for two decisions until one
