@@ -708,6 +708,7 @@ bool Stream::flushOutput() {
   if (connecting_ || handshaking_) return true;
   if (ring_) {
     submitSend();
+    prepareRecv();
     return true;
   }
   bool wrote = false;
@@ -897,8 +898,14 @@ void Stream::useRing() {
 }
 
 // One receive in flight while reading is on and the input is below the read
-// limit, never asking for more than the limit leaves room for.
+// limit. It is prepared with the end-of-iteration flush, so that it asks for
+// no more than the limit the owner set by then leaves room for.
 void Stream::armRecv() {
+  if (!ring_ || recv_op_ || fd_ < 0 || !read_enabled_ || eof_ || eof_pending_ || in_.size() >= read_limit_) return;
+  markDirty();
+}
+
+void Stream::prepareRecv() {
   if (!ring_ || recv_op_ || fd_ < 0 || !read_enabled_ || eof_ || eof_pending_ || in_.size() >= read_limit_) return;
   io_uring_sqe* sqe = takeSqe();
   if (!sqe) {
@@ -911,7 +918,6 @@ void Stream::armRecv() {
   sqe->flags |= IOSQE_BUFFER_SELECT;
   sqe->buf_group = kBufferGroup;
   io_uring_sqe_set_data(sqe, recv_op_);
-  activateFlush(base_);
 }
 
 // The ring had no room even after submitting what it held: the stream
@@ -1028,6 +1034,11 @@ void Stream::sent(RingOp* op, int res) {
 // by the kernel once no operation holds it any more, so a descriptor number
 // reused at once meets none of them.
 void Stream::cancelOps() {
+  if (!ring().running) {  // the ring went first and took its operations with it
+    recv_op_ = send_op_ = nullptr;
+    sending_ = 0;
+    return;
+  }
   for (RingOp** slot : {&recv_op_, &send_op_}) {
     RingOp* op = *slot;
     if (!op) continue;

@@ -183,6 +183,7 @@ class Stream {
   bool registerEvent();
   void useRing();  // moves an established plain TCP stream off epoll onto the ring
   void armRecv();
+  void prepareRecv();
   void announce();
   void received(int res);
   void submitSend();
