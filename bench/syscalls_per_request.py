@@ -30,7 +30,8 @@ PAGE_PATH = "/page.html"
 PAGE = (b"<!doctype html><title>bench</title>" + b"x" * 1024)[:1024]
 CALLS = ["read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "epoll_wait",
          "epoll_pwait", "epoll_ctl", "io_uring_enter", "accept4", "connect", "socket", "close", "shutdown",
-         "setsockopt", "getsockopt", "getppid", "getrandom", "futex"]
+         "setsockopt", "getsockopt", "getppid", "getpid", "getrandom", "futex", "clock_gettime", "gettimeofday",
+         "sched_yield", "ioctl", "fcntl"]
 
 
 def voluntary_switches(pids):
