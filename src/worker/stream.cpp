@@ -477,24 +477,41 @@ void Stream::consume(size_t len) {
   if (was_full && in_.size() < read_limit_ && readable_ && read_enabled_ && ev_) event_active(ev_, EV_READ, 0);
 }
 
+// Where `len` more output bytes go: behind the bytes of the send in flight
+// while its block has room for them, so that a connection whose peer reads
+// slowly keeps one block, not two (they go out when that send completes;
+// the bytes in flight do not move), else the output.
+Buffer& Stream::outputFor(size_t len) {
+  if (send_op_ && out_.empty() && send_op_->bytes.spare() >= len) return send_op_->bytes;
+  return out_;
+}
+
+void Stream::wrote() {
+  if (send_op_) sending_ = send_op_->bytes.size();
+  markDirty();
+}
+
+constexpr size_t kChunkFraming = 16 + 2 + 2;  // hex digits of a size_t, CRLF, CRLF
+
 void Stream::write(const void* data, size_t len) {
   if (fd_ < 0 || len == 0) return;
-  out_.append(data, len);
-  markDirty();
+  outputFor(len).append(data, len);
+  wrote();
 }
 
 void Stream::writeChunkHeader(size_t len) {
   if (fd_ < 0) return;
-  out_.appendChunkHeader(len);
-  markDirty();
+  outputFor(kChunkFraming).appendChunkHeader(len);
+  wrote();
 }
 
 void Stream::writeChunk(const void* data, size_t len) {
   if (fd_ < 0 || len == 0) return;
-  out_.appendChunkHeader(len);
-  out_.append(data, len);
-  out_.append("\r\n", 2);
-  markDirty();
+  Buffer& out = outputFor(len + kChunkFraming);
+  out.appendChunkHeader(len);
+  out.append(data, len);
+  out.append("\r\n", 2);
+  wrote();
 }
 
 void Stream::writeFrom(Stream& source, size_t len) {

@@ -197,6 +197,8 @@ class Stream {
   void readInput();
   bool flushOutput();  // false when the stream was closed or destroyed meanwhile
   void markDirty();
+  Buffer& outputFor(size_t len);
+  void wrote();  // after appending output
   void fail(int err, const char* tls_context = nullptr);
   // Runs a callback; false when the stream was destroyed or closed by it.
   template <typename Call>
