@@ -130,7 +130,8 @@ constexpr uint16_t kBufferGroup = 0;
 // time it enters the kernel, without an interrupt when it is running; the
 // flag tells when such work is waiting. (Deferring that work to
 // io_uring_enter alone, IORING_SETUP_DEFER_TASKRUN, signals the eventfd
-// some 15 ms late on 6.18: no use for a loop that sleeps in epoll_wait.)
+// 15-35 ms late on 6.18 (bench/uring_eventfd_latency.c): no use for a loop
+// that sleeps in epoll_wait.)
 constexpr unsigned kRingFlags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG |
                                 IORING_SETUP_SUBMIT_ALL | IORING_SETUP_CQSIZE;
 
