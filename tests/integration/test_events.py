@@ -407,7 +407,7 @@ class EventsTest(unittest.TestCase):
             tickets = [self.queue_visitor(c) for _ in range(20)]
             baseline = self.worker_sockets(c)
             streams = [self.open(c, t) for t in tickets]
-            self.assertTrue(wait_for(lambda: self.worker_sockets(c) >= baseline + 20, timeout=5), (baseline, self.worker_sockets(c)))
+            self.assertTrue(wait_for(lambda: self.worker_sockets(c) >= baseline + 20, timeout=5))
             for s in streams:
                 s.close()
             self.assertTrue(wait_for(lambda: self.worker_sockets(c) <= baseline, timeout=10),
