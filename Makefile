@@ -5,7 +5,7 @@ PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc/concert
 MESON_OPTS ?=
 
-BUILD_PKGS := g++ make meson ninja-build pkg-config python3 libevent-dev libssl-dev \
+BUILD_PKGS := g++ make meson ninja-build pkg-config python3 libevent-dev liburing-dev libssl-dev \
               libboost-dev libyaml-cpp-dev nlohmann-json3-dev doctest-dev libbenchmark-dev node-llhttp \
               libjs-chart.js libhiredis-dev
 TEST_PKGS  := curl chromium mandoc procps prometheus redis-server redis-sentinel

@@ -12,7 +12,9 @@ from /proc before and after, divided by the requests served.
 Workloads:
   proxy   1 KB static page, proxy capacity far above the load
           (a) nginx direct, (b) HAProxy, (c) nginx reverse proxy, (d) Concert, then
-          (e) HAProxy `busy-polling` and (f) Concert -busy-poll 1ms (poll instead of sleeping)
+          (e) HAProxy `busy-polling` and (f) Concert -busy-poll 1ms (poll instead of sleeping);
+          with --io-paths instead: nginx direct, then --rounds alternating rounds of
+          HAProxy, Concert -io-uring on and Concert -io-uring off
   cap5    origin concurrency limited to 5: HAProxy `maxconn 5` on the server
           (+ timeout queue 30s) against Concert -cap 5 -queue-hold 30s (a page
           request that cannot be admitted waits on its connection for its FIFO
@@ -210,7 +212,19 @@ class Bench:
             notes.append("Concert rows missing: `%s -version` did not run (binary absent or not linked yet)."
                          % a.concert)
 
-        if "proxy" in a.workloads:
+        if "proxy" in a.workloads and a.io_paths:
+            print("workload: proxy, 1 KB static, the two data paths", file=sys.stderr)
+            rows = results["proxy"]
+            add(rows, "nginx direct", lambda: self.measure(
+                "nginx direct (no proxy)", 1, "http://127.0.0.1:%d%s" % (self.origin_port, PAGE_PATH), None))
+            for i in range(a.rounds):
+                add(rows, "HAProxy", lambda i=i: self.haproxy("HAProxy → nginx #%d" % (i + 1), PAGE_PATH))
+                if have_concert:
+                    for mode in ("on", "off"):
+                        add(rows, "Concert -io-uring " + mode, lambda i=i, mode=mode: self.concert(
+                            "Concert -io-uring %s → nginx #%d" % (mode, i + 1), PAGE_PATH,
+                            ["-cap", "100000", "-io-uring", mode]))
+        elif "proxy" in a.workloads:
             print("workload: proxy, 1 KB static", file=sys.stderr)
             rows = results["proxy"]
             add(rows, "nginx direct", lambda: self.measure(
@@ -341,7 +355,11 @@ def main():
     p.add_argument("--out", default=os.path.join(HERE, "results", "latest.md"))
     p.add_argument("--baseline", help="proxy workload: also measure this Concert binary (the one before a change), "
                                       "alternating with --concert")
-    p.add_argument("--rounds", type=int, default=3, help="with --baseline: pairs of alternating Concert rows")
+    p.add_argument("--rounds", type=int, default=3, help="with --baseline: pairs of alternating Concert rows; "
+                                                          "with --io-paths: rounds of the three rows")
+    p.add_argument("--io-paths", action="store_true",
+                   help="proxy workload: HAProxy, Concert -io-uring on and Concert -io-uring off, alternating "
+                        "--rounds times (instead of the usual rows)")
     args = p.parse_args()
     args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     benchlib.run_driver("e2e", args, ("wrk", "nginx", "haproxy"), "concert-bench-",

@@ -7,6 +7,11 @@ Suites:
   * Python suites tests/integration/test_*.py and tests/browser/test_*.py,
     each run in its own interpreter through tests/pysuite.py.
 
+The data-path suites (EPOLL_RERUN) run a second time with CONCERT_IO_URING=off,
+so that both the io_uring and the epoll path of the workers are covered;
+those reruns are named "... (-io-uring off)" and counted on a line of their
+own as well as in the total.
+
 Suites run side by side, `--jobs` at a time: every suite starts its own
 Concert, origins and Redis on ports the kernel picks, so they do not meet.
 A Python suite that measures timing or memory (or loads the machine on
@@ -41,13 +46,18 @@ DOCTEST_RE = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) f
 PYSUITE_RE = re.compile(r"^PYSUITE passed=(\d+) failed=(\d+) skipped=(\d+)$", re.M)
 SERIAL_RE = re.compile(r"^SERIAL\s*=\s*['\"](.+)['\"]\s*$", re.M)
 DEFAULT_JOBS = 6  # the suites mostly wait on timers and sockets: 6 keep two cores busy
+EPOLL_RERUN = ("test_proxy.py", "test_smuggling.py", "test_bounds.py")
+EPOLL_ENV = {"CONCERT_IO_URING": "off"}
 
 
 class Suite:
-    def __init__(self, kind, path, build):
+    def __init__(self, kind, path, build, extra_env=None):
         self.kind = kind
         self.path = path
         self.name = os.path.relpath(path, ROOT) if kind == "py" else os.path.relpath(path, build)
+        self.extra_env = extra_env or {}
+        if self.extra_env:
+            self.name += " (-io-uring off)"
         self.serial = None
         if kind == "py":
             with open(path, encoding="utf-8") as f:
@@ -66,7 +76,7 @@ class Suite:
     def run(self, env, timeout, log_dir):
         start = time.monotonic()
         try:
-            proc = subprocess.run(self.command(), env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
+            proc = subprocess.run(self.command(), env=dict(env, **self.extra_env), cwd=ROOT, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
             out, rc = proc.stdout.decode("utf-8", "replace"), proc.returncode
         except subprocess.TimeoutExpired as e:
@@ -83,7 +93,7 @@ class Suite:
         if not m or (rc != 0 and self.failed == 0):
             self.failed += 1  # crashed, timed out, or exited non-zero without a failing case
         self.out = out
-        with open(os.path.join(log_dir, self.name.replace("/", "_") + ".log"), "w") as f:
+        with open(os.path.join(log_dir, self.name.replace("/", "_").replace(" ", "_") + ".log"), "w") as f:
             f.write(out)
         self.done.set()
 
@@ -163,7 +173,9 @@ def main():
             pass
 
     suites = [Suite("bin", p, build) for p in find_binaries(build)]
-    suites += [Suite("py", p, build) for p in find_python_suites(args.soak)]
+    python_suites = find_python_suites(args.soak)
+    suites += [Suite("py", p, build) for p in python_suites]
+    suites += [Suite("py", p, build, EPOLL_ENV) for p in python_suites if os.path.basename(p) in EPOLL_RERUN]
     wanted = [w for w in args.only.split(",") if w]
     suites = [s for s in suites if not wanted or any(w in s.path for w in wanted)]
 
@@ -197,6 +209,10 @@ def main():
     total_failed = sum(s.failed for s in suites)
     total_skipped = sum(s.skipped for s in suites)
     print("suites: %d in %.1fs wall, %d at a time" % (len(suites), time.monotonic() - started, args.jobs))
+    reruns = [s for s in suites if s.extra_env]
+    if reruns:
+        print("epoll path (-io-uring off) reruns: %d passed, %d failed" % (
+            sum(s.passed for s in reruns), sum(s.failed for s in reruns)))
     if failed_suites:
         # Repeated at the end, where a log cut in the middle still shows it.
         for s in suites:

@@ -112,6 +112,7 @@ struct Config {
   Millis claim_window = 10'000;      // a turn not taken within this stops holding the line
   Millis first_poll_grace = 15'000;  // a ticket never seen again is abandoned after this
   Millis busy_poll = 0;        // 0 = a worker with nothing to do sleeps in epoll_wait at once
+  std::string io_uring = "auto";  // the data path's system calls: auto, on (io_uring) or off (epoll)
   Millis session_hold = 15'000;  // a session page request waits this long for a slot, then 503
   double newcomer_share = 0.2;   // 0..1: the line's least share of freed slots while sessions wait
   int32_t queue_status = 200;    // the waiting page's status for browsers: 200, 429 or 503

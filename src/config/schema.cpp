@@ -136,6 +136,11 @@ std::string checkMode(std::string_view value) {
   return "must be open, pause, reject or passthrough";
 }
 
+std::string checkIoUring(std::string_view value) {
+  if (value == "auto" || value == "on" || value == "off") return {};
+  return "must be auto, on or off";
+}
+
 std::string checkAdmitRate(std::string_view value) {
   return parseAdmitRate(value).error;
 }
@@ -183,6 +188,10 @@ const Setting kSettings[] = {
      "after handling socket events a worker polls without sleeping for up to this long (for a dedicated proxy "
      "host; 0 = sleep at once)",
      &Config::busy_poll, nullptr},
+    {"io-uring", "CONCERT_IO_URING", VT::String, "auto", 0, 0, false, R::Restart, kNet,
+     "the workers' socket reads, writes and their wake-ups: on = batched through io_uring (Linux 6.1 or later), "
+     "off = epoll, auto = io_uring when the kernel allows it (a container's seccomp profile may not), else epoll",
+     &Config::io_uring, checkIoUring},
     {"max-connections", "CONCERT_MAX_CONNECTIONS", VT::Int, "10000", 1, 1 << 24, false, R::Live, kNet,
      "client connections per worker; at the limit a worker stops accepting until one closes", &Config::max_connections,
      nullptr},

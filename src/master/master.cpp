@@ -90,6 +90,7 @@
 #include "master/upgrade.h"
 #include "shm/segment.h"
 #include "worker/context.h"
+#include "worker/stream.h"
 
 namespace concert::master {
 namespace {
@@ -339,6 +340,10 @@ bool Master::startUp() {
 
   if (!checkAccessLog(*config_, &error)) {
     startupError(error);
+    return false;
+  }
+  if (config_->io_uring == "on" && !worker::Stream::ringAvailable(&error)) {
+    startupError("-io-uring on: " + error + " (-io-uring auto falls back to epoll)");
     return false;
   }
 

@@ -23,6 +23,17 @@
 //
 // TLS (client side, toward HTTPS origins) runs over the same socket through
 // OpenSSL's SSL_read/SSL_write; the handshake completes before kConnected.
+//
+// With the process's io_uring running (startRing, -io-uring), plain TCP
+// streams skip epoll: each keeps one recv in flight whose bytes land in a
+// buffer the kernel picks from a ring shared by every stream when they
+// arrive (an idle connection holds none), and the end-of-iteration flush
+// queues one send per dirty stream; the flush submits everything prepared in
+// the iteration with one io_uring_enter. Completions come back through the
+// ring's eventfd, watched by the loop. The bytes of a send in flight belong
+// to its operation record, which outlives a stream closed meanwhile. TLS
+// streams stay on epoll readiness (OpenSSL drives their socket itself), and
+// so does an outgoing connection until it is established.
 #pragma once
 
 #include <event2/event.h>
@@ -36,6 +47,8 @@
 #include "common/clock.h"
 
 namespace concert::worker {
+
+struct RingOp;
 
 // TCP keep-alive on client and origin sockets: a peer that vanished without
 // a FIN (a phone that lost its network, a crashed host) is found after about
@@ -62,6 +75,7 @@ class Buffer {
   void appendChunkHeader(size_t len);  // "<hex>\r\n"
   void drain(size_t len);
   void clear() { begin_ = end_ = 0; }
+  void swap(Buffer& other);
   void release();  // clear and give the memory back
   void shrink();   // a few bytes in a larger buffer: into a small one
 
@@ -120,11 +134,11 @@ class Stream {
   void writeChunk(const void* data, size_t len);  // "<hex>\r\n" data "\r\n"; nothing when len is 0
   void writeChunk(std::string_view s) { writeChunk(s.data(), s.size()); }
   void writeFrom(Stream& source, size_t len);  // moves source input to this output
-  size_t pendingOutput() const { return out_.size(); }
+  size_t pendingOutput() const { return out_.size() + sending_; }
   // Since when the output has been waiting for the peer to take more: set
   // when a flush leaves bytes behind, moved on by every flush that sends
   // some, 0 when nothing is stuck (the send timeout's clock).
-  Millis stalledSince() const { return out_.empty() ? 0 : stalled_since_; }
+  Millis stalledSince() const { return pendingOutput() == 0 ? 0 : stalled_since_; }
   // Gives back the memory of empty buffers (an idle keep-alive connection
   // then costs no buffer space until its next request), and moves a few
   // unread bytes out of a whole block (a connection waiting in line).
@@ -147,11 +161,35 @@ class Stream {
   // watches it to tell a loop turn with work from an empty one).
   static uint64_t eventsHandled() { return events_handled_; }
 
+  // Sets up this process's io_uring (once, after fork, before its first
+  // stream); plain TCP streams opened afterwards use it. false with *error
+  // when the kernel refuses it (too old, or forbidden by seccomp): streams
+  // then stay on epoll.
+  static bool startRing(event_base* base, std::string* error);
+  // Whether this kernel lets a process set up the ring startRing needs (the
+  // master asks before it forks its workers).
+  static bool ringAvailable(std::string* error);
+  static bool ringRunning();
+  // Closes the ring (a worker taking itself apart, after its streams).
+  static void stopRing();
+
  private:
   static void onEvent(evutil_socket_t fd, short what, void* arg);
   static void onConnectTimeout(evutil_socket_t, short, void* arg);
+  static void onRing(evutil_socket_t, short what, void*);
+  static void reapRing();
+  static void complete(RingOp* op, int res, unsigned flags);
 
   bool registerEvent();
+  void useRing();  // moves an established plain TCP stream off epoll onto the ring
+  void armRecv();
+  void prepareRecv();
+  void announce();
+  void received(int res);
+  void submitSend();
+  void sent(RingOp* op, int res);
+  void cancelOps();
+  void ringFull();
   void handle(short what);
   void handshake();
   void finishConnect();
@@ -159,6 +197,8 @@ class Stream {
   void readInput();
   bool flushOutput();  // false when the stream was closed or destroyed meanwhile
   void markDirty();
+  Buffer& outputFor(size_t len);
+  void wrote();  // after appending output
   void fail(int err, const char* tls_context = nullptr);
   // Runs a callback; false when the stream was destroyed or closed by it.
   template <typename Call>
@@ -191,6 +231,13 @@ class Stream {
   Millis stalled_since_ = 0;   // see stalledSince()
   bool* destroyed_ = nullptr;  // set by the destructor for a callback still on the stack
   std::string error_reason_;
+  bool ring_ = false;          // reads and writes go through the io_uring
+  RingOp* recv_op_ = nullptr;  // the recv in flight
+  RingOp* send_op_ = nullptr;  // the send in flight; it owns the bytes being sent
+  size_t sending_ = 0;         // bytes of the send in flight not yet confirmed
+  bool unread_ = false;        // input received while reading was off, not yet announced
+  bool eof_pending_ = false;   // the peer's FIN arrived while reading was off
+  bool ring_full_ = false;     // no room in the ring for an operation: kError in this iteration
   static inline uint64_t events_handled_ = 0;
 };
 

@@ -51,6 +51,7 @@ Worker::~Worker() {
   for (ClientConnection* c : connections_) delete c;
   connections_.clear();
   pool_.reset();
+  Stream::stopRing();
   for (evconnlistener* l : listeners_) evconnlistener_free(l);
   for (event* e : events_) event_free(e);
   if (base_) event_base_free(base_);
@@ -63,6 +64,20 @@ bool Worker::setUp() {
     return false;
   }
   const config::Config& cfg = config();
+  // Each worker sets up its own ring: one belongs to the process that made it.
+  if (cfg.io_uring == "off") {
+    LOG_INFO("data path: epoll (-io-uring off)");
+  } else {
+    std::string why;
+    if (Stream::startRing(base_, &why)) {
+      LOG_INFO("data path: io_uring");
+    } else if (cfg.io_uring == "on") {
+      LOG_ERROR("-io-uring on: %s", why.c_str());
+      return false;
+    } else {
+      LOG_INFO("data path: epoll (io_uring unavailable: %s)", why.c_str());
+    }
+  }
   if (!access_log_.open(cfg.access_log, cfg.access_log_file)) {
     // Serving without an access log beats a respawn loop; SIGUSR1 retries the open.
     LOG_ERROR("cannot open access log %s: %s (access log off until SIGUSR1)", cfg.access_log_file.c_str(),

@@ -119,6 +119,7 @@ TEST_CASE("every flag of the original and every later addition is in the schema"
       {"claim-window", "CONCERT_CLAIM_WINDOW"},
       {"first-poll-grace", "CONCERT_FIRST_POLL_GRACE"},
       {"busy-poll", "CONCERT_BUSY_POLL"},
+      {"io-uring", "CONCERT_IO_URING"},
       {"max-connections", "CONCERT_MAX_CONNECTIONS"},
       {"client-header-timeout", "CONCERT_CLIENT_HEADER_TIMEOUT"},
       {"client-body-timeout", "CONCERT_CLIENT_BODY_TIMEOUT"},

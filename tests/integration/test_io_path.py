@@ -1,0 +1,112 @@
+"""-io-uring auto|on|off: which data path the workers run, against a real
+binary and a fake origin.
+
+  auto   each worker logs "data path: io_uring" and holds an io_uring
+         descriptor, or (a kernel that refuses it) logs why it runs epoll;
+  on     io_uring, or where the kernel refuses it a startup error naming
+         the setting;
+  off    each worker logs "data path: epoll (-io-uring off)" and holds no
+         io_uring descriptor: every socket goes through epoll;
+  and on every path a 1 MiB body comes back byte for byte, a request body
+  goes through, and keep-alive connections on both sides carry many
+  requests.
+"""
+import http.client
+import os
+import subprocess
+import unittest
+
+from concert_harness import BIN, Concert, TEST_SECRET
+from fake_origin import FakeOrigin, pattern
+
+
+def io_uring_fds(pid):
+    """How many io_uring instances the process holds open."""
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:[io_uring]":
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+class IoPathTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.origin = FakeOrigin()
+        cls.origin.release()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.origin.stop()
+
+    def concert(self, mode):
+        # The flag and the variable agree, so that a suite run with
+        # CONCERT_IO_URING set looks at the mode asked for here.
+        return Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode],
+                       env={"CONCERT_IO_URING": mode})
+
+    def traffic(self, c):
+        conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        for _ in range(20):
+            conn.request("GET", "/big?n=1048576")
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            self.assertEqual(resp.read(), pattern(1048576))
+        body = pattern(300000)
+        conn.request("POST", "/echo", body=body, headers={"Content-Type": "application/octet-stream"})
+        resp = conn.getresponse()
+        self.assertEqual((resp.status, resp.read()), (200, body))
+        conn.close()
+
+    def ring_available(self):
+        with self.concert("auto") as c:
+            return "data path: io_uring" in c.log()
+
+    def test_off_runs_epoll(self):
+        with self.concert("off") as c:
+            self.traffic(c)
+            self.assertEqual(c.log().count("data path: epoll (-io-uring off)"), 2, c.log())
+            self.assertNotIn("data path: io_uring", c.log())
+            for pid in c.worker_pids():
+                self.assertEqual(io_uring_fds(pid), 0)
+
+    def test_auto_runs_io_uring_where_the_kernel_allows_it(self):
+        with self.concert("auto") as c:
+            self.traffic(c)
+            log = c.log()
+            if "data path: io_uring" in log:
+                self.assertEqual(log.count("data path: io_uring"), 2, log)
+                for pid in c.worker_pids():
+                    self.assertEqual(io_uring_fds(pid), 1)
+            else:
+                self.assertEqual(log.count("data path: epoll (io_uring unavailable:"), 2, log)
+
+    def test_on_runs_io_uring_or_refuses_to_start(self):
+        if self.ring_available():
+            with self.concert("on") as c:
+                self.traffic(c)
+                self.assertEqual(c.log().count("data path: io_uring"), 2, c.log())
+                for pid in c.worker_pids():
+                    self.assertEqual(io_uring_fds(pid), 1)
+        else:
+            env = dict(os.environ, CONCERT_ADMIT_SECRET=TEST_SECRET, CONCERT_IO_URING="on")
+            proc = subprocess.run([BIN, "-listen", "127.0.0.1:0", "-upstream", self.origin.url],
+                                  env=env, capture_output=True, timeout=30)
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertIn(b"-io-uring on:", proc.stderr)
+
+    def test_a_bad_value_names_the_setting(self):
+        env = dict(os.environ, CONCERT_ADMIT_SECRET=TEST_SECRET)
+        env.pop("CONCERT_IO_URING", None)
+        proc = subprocess.run([BIN, "-listen", "127.0.0.1:0", "-io-uring", "maybe"], env=env, capture_output=True,
+                              timeout=30)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn(b"-io-uring", proc.stderr)
+        self.assertIn(b"auto, on or off", proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
