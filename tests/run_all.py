@@ -46,7 +46,7 @@ DOCTEST_RE = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) f
 PYSUITE_RE = re.compile(r"^PYSUITE passed=(\d+) failed=(\d+) skipped=(\d+)$", re.M)
 SERIAL_RE = re.compile(r"^SERIAL\s*=\s*['\"](.+)['\"]\s*$", re.M)
 DEFAULT_JOBS = 6  # the suites mostly wait on timers and sockets: 6 keep two cores busy
-EPOLL_RERUN = ("test_proxy.py", "test_smuggling.py", "test_bounds.py")
+EPOLL_RERUN = ("test_proxy.py", "test_smuggling.py", "test_bounds.py", "test_connection_limit.py")
 EPOLL_ENV = {"CONCERT_IO_URING": "off"}
 
 

@@ -16,7 +16,7 @@ import threading
 import time
 import unittest
 
-from concert_harness import BIN, Concert, wait_for
+from concert_harness import BIN, Concert, jar_update, wait_for
 from pool_origin import PoolOrigin
 
 TOKEN = "adaptive-admin-token"
@@ -25,7 +25,11 @@ AUTH = {"Authorization": "Bearer " + TOKEN}
 
 class Crowd:
     """`n` visitors, each asking for pages one after another on its own
-    keep-alive connection until stop()."""
+    keep-alive connection until stop(), with its own cookies as a browser
+    keeps its place: one answered with the waiting room (a worker that
+    drained on a reload answers its held requests so) comes back with its
+    room_ticket and takes its turn. Nothing else is kept, so that every page
+    goes through the line."""
 
     def __init__(self, concert, n):
         self.concert = concert
@@ -38,13 +42,17 @@ class Crowd:
 
     def visit(self):
         conn = None
+        jar = {}
         while not self.stopping.is_set():
             try:
                 if conn is None:
                     conn = self.concert.conn(timeout=60)
-                conn.request("GET", "/page")
+                headers = {"Cookie": "; ".join("%s=%s" % kv for kv in jar.items())} if jar else {}
+                conn.request("GET", "/page", headers=headers)
                 response = conn.getresponse()
                 response.read()
+                jar_update(jar, response.getheaders())
+                jar = {k: v for k, v in jar.items() if k == "room_ticket"}
                 with self.lock:
                     self.answers[response.status] = self.answers.get(response.status, 0) + 1
             except OSError:
@@ -117,7 +125,10 @@ class AdaptiveTest(unittest.TestCase):
                 self.assertTrue(wait_for(lambda: metric(c, "concert_adaptive_origin_queue") is not None, timeout=5))
             finally:
                 crowd.stop()
-            self.assertEqual(set(crowd.answers), {200}, crowd.answers)
+            # Every page was served; a few visitors may have been answered with
+            # the waiting room once (429, with their ticket) and came back.
+            self.assertGreater(crowd.answers.get(200, 0), 1000, crowd.answers)
+            self.assertLessEqual(set(crowd.answers), {200, 429}, crowd.answers)
             # Never more page requests at the origin than the cap let in: the
             # most it held at once is the starting cap.
             self.assertLessEqual(self.origin.pool.max_inside, 32)
