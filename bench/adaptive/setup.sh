@@ -57,46 +57,11 @@ say() { echo "setup.sh: $*"; }
 fail() { echo "setup.sh: $*" >&2; echo "setup.sh: see $SETUP_LOG and $LOG/" >&2; exit 1; }
 quiet() { "$@" >>"$SETUP_LOG" 2>&1; }
 
-# pid from a pid file if that process is alive and its command line contains $2.
-live_pid() {
-  local file=$1 want=$2 pid
-  [ -s "$file" ] || return 1
-  pid=$(tr -dc '0-9' <"$file")
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$want" || return 1
-  echo "$pid"
-}
-
-wait_for() {
-  local secs=$1; shift
-  local end=$(( $(date +%s) + secs ))
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$end" ] || return 1
-    sleep 0.2
-  done
-}
+# shellcheck source=bench/stack.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../stack.sh"
 
 # ------------------------------------------------------------------ packages
-missing=""
-for p in php8.2-fpm nginx-light; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-  say "installing$missing (apt-get, log in $SETUP_LOG)"
-  POLICY=""
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d
-    POLICY=/usr/sbin/policy-rc.d
-  fi
-  rc=0
-  export DEBIAN_FRONTEND=noninteractive
-  quiet timeout 600 apt-get update -q || rc=$?
-  # shellcheck disable=SC2086
-  [ "$rc" = 0 ] && { quiet timeout 1200 apt-get install -y -q --no-install-recommends $missing || rc=$?; }
-  [ -n "$POLICY" ] && rm -f "$POLICY"
-  [ "$rc" = 0 ] || fail "apt-get failed (exit $rc)"
-fi
+install_missing php8.2-fpm nginx-light
 
 chmod 755 "$STATE" "$WWW"
 

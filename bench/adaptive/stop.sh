@@ -25,33 +25,13 @@ if [ ! -d "$STATE" ]; then
 fi
 STATE=$(cd "$STATE" && pwd)
 
-stopped=""
-stop() {
-  local name=$1 file=$2 want=$3 pid
-  [ -s "$file" ] || return 0
-  pid=$(tr -dc '0-9' <"$file")
-  if [ -z "$pid" ] || [ ! -r "/proc/$pid/cmdline" ] || ! tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$want"; then
-    rm -f "$file"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 150); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -KILL "$pid" 2>/dev/null || true
-    stopped="$stopped $name $pid (killed)"
-  else
-    stopped="$stopped $name $pid"
-  fi
-  rm -f "$file"
-}
+# shellcheck source=bench/stack.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../stack.sh"
 
 # A Concert run.py started, in case run.py was itself killed before it could stop it.
-stop concert "$STATE/run/concert.pid" "$STATE/run/concert.bin"
-stop nginx "$STATE/nginx/nginx.pid" "$STATE/nginx/nginx.conf"
-stop php-fpm "$STATE/php-fpm.pid" "$STATE/php-fpm.conf"
+stop_pid concert "$STATE/run/concert.pid" "$STATE/run/concert.bin"
+stop_pid nginx "$STATE/nginx/nginx.pid" "$STATE/nginx/nginx.conf"
+stop_pid php-fpm "$STATE/php-fpm.pid" "$STATE/php-fpm.conf"
 
 echo "stop.sh: stopped:${stopped:- nothing was running}"
 

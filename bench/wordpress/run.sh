@@ -77,15 +77,8 @@ trap 'exit 143' TERM
 
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# Waits up to $1 seconds for "$@" to succeed.
-wait_for() {
-  local secs=$1; shift
-  local end=$(( $(date +%s) + secs ))
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$end" ] || return 1
-    sleep 0.2
-  done
-}
+# shellcheck source=bench/stack.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../stack.sh"
 
 # Stops the proxy of the current row (by its pid), SIGKILL after 40 s.
 stop_proxy() {
