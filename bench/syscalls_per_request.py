@@ -10,6 +10,10 @@ the proxy's processes over the same window. Each count is divided by the
 requests wrk completed. "sleeps" are the proxy's voluntary context switches
 (/proc/PID/status) per request: how often it blocked and had to be woken.
 
+With --close every request comes on a new connection (wrk sends
+"Connection: close" and reconnects after each response): the accept path,
+which keep-alive clients seldom use, then counts on every request.
+
 perf's tracepoints cost little next to strace, whose stop at every call
 slows the proxy enough to change how many requests a loop turn batches.
 
@@ -29,9 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PAGE_PATH = "/page.html"
 PAGE = (b"<!doctype html><title>bench</title>" + b"x" * 1024)[:1024]
 CALLS = ["read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "epoll_wait",
-         "epoll_pwait", "epoll_ctl", "io_uring_enter", "accept4", "connect", "socket", "close", "shutdown",
-         "setsockopt", "getsockopt", "getppid", "getpid", "getrandom", "futex", "clock_gettime", "gettimeofday",
-         "sched_yield", "ioctl", "fcntl"]
+         "epoll_pwait", "epoll_ctl", "io_uring_enter", "accept", "accept4", "connect", "socket", "close", "shutdown",
+         "setsockopt", "getsockopt", "getsockname", "getpeername", "getppid", "getpid", "getrandom", "futex",
+         "clock_gettime", "gettimeofday", "sched_yield", "ioctl", "fcntl"]
 
 
 def voluntary_switches(pids):
@@ -43,9 +47,13 @@ def voluntary_switches(pids):
     return n
 
 
+CLOSE_LUA = 'wrk.headers["Connection"] = "close"\n'
+
+
 def measure(args, procs, pin, tmp, label, proc, port):
     url = "http://127.0.0.1:%d%s" % (port, PAGE_PATH)
-    benchlib.run_wrk(procs, pin, url, tmp, args.threads, args.connections, args.warmup)
+    script = benchlib.write_lua(tmp, "close.lua", CLOSE_LUA + benchlib.WRK_DONE_LUA) if args.close else None
+    benchlib.run_wrk(procs, pin, url, tmp, args.threads, args.connections, args.warmup, script=script)
     pids = benchlib.descendants(proc.pid)
     events = ["raw_syscalls:sys_enter"] + ["syscalls:sys_enter_" + c for c in CALLS]
     out = os.path.join(tmp, "perf-%d.csv" % len(procs.items))
@@ -53,7 +61,7 @@ def measure(args, procs, pin, tmp, label, proc, port):
     perf = subprocess.Popen(["perf", "stat", "-x", ",", "-o", out, "-e", ",".join(events),
                              "-p", ",".join(str(p) for p in pids), "--", "sleep", str(args.duration)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wrk = benchlib.run_wrk(procs, pin, url, tmp, args.threads, args.connections, args.duration)
+    wrk = benchlib.run_wrk(procs, pin, url, tmp, args.threads, args.connections, args.duration, script=script)
     perf.wait()
     sw1 = voluntary_switches(pids)
     counts = {}
@@ -98,7 +106,7 @@ def run(args, tmp, procs, pin):
 
 def report(args, rows, pin):
     shown = [c for c in ["sys_enter"] + CALLS if any(r["per"].get(c, 0) >= 0.005 for r in rows)]
-    out = ["# System calls per proxied request", "",
+    out = ["# System calls per proxied request" + (", a new connection each" if args.close else ""), "",
            "%(nproc)d CPUs (%(model)s), kernel %(kernel)s" % benchlib.machine_description() +
            "; %s; wrk -t%d -c%d, %d s measured after %d s of warm-up; load average before: %s." % (
                pin.describe(), args.threads, args.connections, args.duration,
@@ -121,8 +129,11 @@ def main():
     p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     p.add_argument("--tmp", help="scratch directory (default: a new temporary directory, removed at the end)")
     p.add_argument("--pid-file", help="append the pid of every started process here")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "syscalls.md"))
+    p.add_argument("--close", action="store_true", help="a new connection for every request (Connection: close)")
+    p.add_argument("--out", help="default: bench/results/syscalls.md, or syscalls_close.md with --close")
     args = p.parse_args()
+    if not args.out:
+        args.out = os.path.join(HERE, "results", "syscalls_close.md" if args.close else "syscalls.md")
     benchlib.run_driver("syscalls_per_request", args, ("wrk", "nginx", "haproxy", "perf"), "concert-syscalls-",
                         lambda tmp, procs, pin: run(args, tmp, procs, pin),
                         lambda rows, pin: report(args, rows, pin))

@@ -1,6 +1,8 @@
 // Edge-triggered sockets with gathered writes; see stream.h.
 #include "worker/stream.h"
 
+#include "worker/ring.h"
+
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -105,6 +107,14 @@ void activateFlush(event_base* base) {
   if (!q.flushing && q.ev) event_active(q.ev, EV_TIMEOUT, 0);
 }
 
+void forgetFlushLoop() {
+  FlushQueue& q = flushQueue();
+  if (q.ev) event_free(q.ev);
+  q.ev = nullptr;
+  q.base = nullptr;
+  q.dirty.clear();
+}
+
 std::string tlsErrorText(const char* context) {
   unsigned long code = ERR_get_error();
   ERR_clear_error();
@@ -172,8 +182,8 @@ bool setUpRing(io_uring* uring, std::string* error) {
   if (!probe) {
     missing = "the operation probe";
   } else {
-    for (int op : {IORING_OP_RECV, IORING_OP_SEND, IORING_OP_ASYNC_CANCEL})
-      if (!io_uring_opcode_supported(probe, op)) missing = "recv, send or cancel";
+    for (int op : {IORING_OP_RECV, IORING_OP_SEND, IORING_OP_ASYNC_CANCEL, IORING_OP_ACCEPT})
+      if (!io_uring_opcode_supported(probe, op)) missing = "recv, send, accept or cancel";
     io_uring_free_probe(probe);
   }
   if (missing) {
@@ -221,18 +231,6 @@ void giveBackBuffer(unsigned id) {
   io_uring_buf_ring_advance(r.buffers, 1);
 }
 
-}  // namespace
-
-// An operation in the ring: its completion names the record, never the
-// stream, and a stream that closes first only lets go of the record.
-struct RingOp {
-  Stream* stream = nullptr;  // nullptr once the stream let go: the completion only frees the record
-  bool send = false;
-  Buffer bytes;  // a send's bytes: they stay where they are until the completion
-};
-
-namespace {
-
 RingOp* newOp(Stream* stream, bool send) {
   Ring& r = ring();
   RingOp* op;
@@ -251,10 +249,31 @@ RingOp* newOp(Stream* stream, bool send) {
 void freeOp(RingOp* op) {
   op->bytes.release();
   op->stream = nullptr;
+  op->done = nullptr;
+  op->owner = nullptr;
   ring().spare.push_back(op);
 }
 
 }  // namespace
+
+RingOp* newRingOp(RingOp::Done done, void* owner) {
+  RingOp* op = newOp(nullptr, false);
+  op->done = done;
+  op->owner = owner;
+  return op;
+}
+
+void freeRingOp(RingOp* op) {
+  freeOp(op);
+}
+
+io_uring_sqe* ringSqe() {
+  return takeSqe();
+}
+
+void ringSubmitSoon() {
+  if (ring().running) activateFlush(ring().base);
+}
 
 // ------------------------------------------------------------------ Buffer
 
@@ -351,14 +370,12 @@ Stream::~Stream() {
   close();
   if (destroyed_) *destroyed_ = true;
   FlushQueue& q = flushQueue();
-  if (--q.streams == 0 && !q.flushing) {
-    // No stream left on this loop: forget it, so that a later loop (a new
-    // event_base, perhaps at the same address) gets an event of its own.
-    if (q.ev) event_free(q.ev);
-    q.ev = nullptr;
-    q.base = nullptr;
-    q.dirty.clear();
-  }
+  // No stream left on this loop: forget it, so that a later loop (a new
+  // event_base, perhaps at the same address) gets an event of its own. With
+  // the ring running the flush also submits operations that are not a
+  // stream's (a listener's accept, its cancellation): the event stays until
+  // the ring stops.
+  if (--q.streams == 0 && !q.flushing && !ring().running) forgetFlushLoop();
 }
 
 void Stream::setCallbacks(DataCallback read, DataCallback write, EventCallback event, void* arg) {
@@ -374,7 +391,7 @@ bool Stream::registerEvent() {
 }
 
 bool Stream::attach(int fd) {
-  // Sockets from evconnlistener are already non-blocking and close-on-exec.
+  // Accepted sockets are non-blocking and close-on-exec already (acceptor.h).
   fd_ = fd;
   connected_ = true;
   if (ringRunning()) {
@@ -852,6 +869,7 @@ void Stream::stopRing() {
   r.spare.clear();
   r.base = nullptr;
   r.running = false;
+  if (flushQueue().streams == 0) forgetFlushLoop();
 }
 
 void Stream::onRing(evutil_socket_t, short, void*) {
@@ -890,6 +908,10 @@ void Stream::reapRing() {
 }
 
 void Stream::complete(RingOp* op, int res, unsigned flags) {
+  if (op->done) {
+    op->done(op, res, flags);
+    return;
+  }
   Stream* s = op->stream;
   if (op->send) {
     if (s)

@@ -51,8 +51,8 @@ Worker::~Worker() {
   for (ClientConnection* c : connections_) delete c;
   connections_.clear();
   pool_.reset();
+  acceptors_.clear();  // before the ring they may have an accept on
   Stream::stopRing();
-  for (evconnlistener* l : listeners_) evconnlistener_free(l);
   for (event* e : events_) event_free(e);
   if (base_) event_base_free(base_);
 }
@@ -88,25 +88,15 @@ bool Worker::setUp() {
   if (!pool_->init(&error))
     LOG_WARN("upstream %s: %s (requests get 502 until it resolves)", cfg.upstream.raw.c_str(), error.c_str());
 
-  for (int fd : context_.listen_fds) {
-    evutil_make_socket_nonblocking(fd);
-    evconnlistener* l = evconnlistener_new(base_, &Worker::onAccept, this, 0, 0, fd);  // 0: listening already (the master set the backlog)
-    if (!l) {
-      LOG_ERROR("worker: cannot listen on fd %d", fd);
+  const Acceptor::Callbacks callbacks{&Worker::onAccept, &Worker::onAcceptFailed, &Worker::onAcceptSettled};
+  for (int fd : context_.listen_fds) acceptors_.push_back(std::make_unique<Acceptor>(base_, fd, 0, callbacks, this));
+  for (int fd : context_.admin_listen_fds)
+    acceptors_.push_back(std::make_unique<Acceptor>(base_, fd, 1, callbacks, this));  // tag 1: the admin listener
+  for (auto& a : acceptors_) {
+    if (!a->start()) {
+      LOG_ERROR("worker: cannot listen on fd %d", a->fd());
       return false;
     }
-    evconnlistener_set_error_cb(l, &Worker::onAcceptError);
-    listeners_.push_back(l);
-  }
-  for (int fd : context_.admin_listen_fds) {
-    evutil_make_socket_nonblocking(fd);
-    evconnlistener* l = evconnlistener_new(base_, &Worker::onAdminAccept, this, 0, 0, fd);
-    if (!l) {
-      LOG_ERROR("worker: cannot listen on fd %d", fd);
-      return false;
-    }
-    evconnlistener_set_error_cb(l, &Worker::onAcceptError);
-    listeners_.push_back(l);
   }
 
   for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1}) {
@@ -190,21 +180,17 @@ void Worker::busyPollLoop() {
 
 // ------------------------------------------------------------ accept
 
-void Worker::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, void* arg) {
-  static_cast<Worker*>(arg)->accept(fd, addr, false);
+void Worker::onAccept(Acceptor& from, int fd, sockaddr* addr, void* arg) {
+  static_cast<Worker*>(arg)->accept(fd, addr, from.tag() == 1);
 }
 
-void Worker::onAdminAccept(evconnlistener*, evutil_socket_t fd, sockaddr* addr, int, void* arg) {
-  static_cast<Worker*>(arg)->accept(fd, addr, true);
-}
-
-void Worker::accept(evutil_socket_t fd, sockaddr* addr, bool admin_listener) {
+// A connection that arrives while the worker drains was accepted by the
+// kernel before accepting stopped (an accept on the ring ends a moment after
+// it is cancelled): it is served like any new one, its first request
+// answered with Connection: close, within -client-header-timeout.
+void Worker::accept(int fd, sockaddr* addr, bool admin_listener) {
   Worker* w = this;
   try {
-    if (w->draining_) {
-      evutil_closesocket(fd);
-      return;
-    }
     const size_t limit = static_cast<size_t>(w->config().max_connections);
     if (w->connections_.size() >= limit) {  // the rest of an accept batch that reached the limit
       evutil_closesocket(fd);
@@ -242,10 +228,8 @@ bool Worker::trustedPeer(const std::string& peer) const {
   return address && config::cidrListContains(config().trusted_proxies, *address);
 }
 
-void Worker::onAcceptError(evconnlistener*, void* arg) {
+void Worker::onAcceptFailed(Acceptor&, int err, void* arg) {
   auto* w = static_cast<Worker*>(arg);
-  int err = EVUTIL_SOCKET_ERROR();
-  if (err == EAGAIN || err == EINTR || err == ECONNABORTED) return;
   // Out of descriptors (EMFILE, ENFILE) or memory: the connection stays in
   // the backlog and the socket stays readable, so accepting again at once
   // would spin. Pause accepting briefly (nginx does the same); connections
@@ -255,9 +239,13 @@ void Worker::onAcceptError(evconnlistener*, void* arg) {
     LOG_WARN("accept: %s; pausing accepts for %lld ms", std::strerror(err), static_cast<long long>(kAcceptPauseMs));
     w->accept_warned_ms_ = now;
   }
-  for (evconnlistener* l : w->listeners_) evconnlistener_disable(l);
+  w->disableAccepting();
   timeval tv = toTimeval(kAcceptPauseMs);
   evtimer_add(w->accept_pause_, &tv);
+}
+
+void Worker::onAcceptSettled(Acceptor&, void* arg) {
+  static_cast<Worker*>(arg)->stopIfDrained();
 }
 
 void Worker::onAcceptResume(evutil_socket_t, short, void* arg) {
@@ -266,7 +254,11 @@ void Worker::onAcceptResume(evutil_socket_t, short, void* arg) {
 
 void Worker::enableAccepting() {
   if (draining_ || full_ || evtimer_pending(accept_pause_, nullptr)) return;
-  for (evconnlistener* l : listeners_) evconnlistener_enable(l);
+  for (auto& a : acceptors_) a->enable();
+}
+
+void Worker::disableAccepting() {
+  for (auto& a : acceptors_) a->disable();
 }
 
 // At -max-connections: stop accepting. Connections wait in the listen
@@ -276,7 +268,7 @@ void Worker::enableAccepting() {
 void Worker::becomeFull() {
   if (full_) return;
   full_ = true;
-  for (evconnlistener* l : listeners_) evconnlistener_disable(l);
+  disableAccepting();
   Millis now = monotonicMs();
   if (now - full_warned_ms_ >= kAcceptWarnEveryMs) {
     LOG_WARN("%zu connections open (-max-connections %d): not accepting until one closes", connections_.size(),
@@ -294,8 +286,8 @@ void Worker::onFullSweep(evutil_socket_t, short, void* arg) {
 void Worker::refuseWaiting() {
   if (!full_) return;
   uint64_t refused = 0;
-  for (evconnlistener* l : listeners_) {
-    const evutil_socket_t lfd = evconnlistener_get_fd(l);
+  for (auto& a : acceptors_) {
+    const int lfd = a->fd();
     for (int i = 0; i < kFullSweepMax; ++i) {
       int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
@@ -318,7 +310,7 @@ void Worker::connectionClosed(ClientConnection* connection) {
   event_base_once(
       base_, -1, EV_TIMEOUT, [](evutil_socket_t, short, void* arg) { delete static_cast<ClientConnection*>(arg); },
       connection, nullptr);
-  if (draining_ && connections_.empty() && !stopping_) stopNow(exit_status_);
+  stopIfDrained();
 }
 
 // ------------------------------------------------------------ parking
@@ -526,7 +518,7 @@ void Worker::beginDrain(const char* why) {
   draining_ = true;
   drain_started_ms_ = monotonicMs();
   LOG_INFO("draining (%s): %zu connection(s) open", why, connections_.size());
-  for (evconnlistener* l : listeners_) evconnlistener_disable(l);
+  disableAccepting();
   std::vector<ClientConnection*> all(connections_.begin(), connections_.end());
   for (ClientConnection* c : all) c->closeIfIdle();
   // Held page requests get the waiting room now rather than being cut off
@@ -538,7 +530,14 @@ void Worker::beginDrain(const char* why) {
   timeval tv = toTimeval(config().shutdown_grace);
   evtimer_add(grace_, &tv);
   pool_->closeIdle();
-  if (connections_.empty()) stopNow(exit_status_);
+  stopIfDrained();
+}
+
+void Worker::stopIfDrained() {
+  if (!draining_ || stopping_ || !connections_.empty()) return;
+  for (auto& a : acceptors_)
+    if (!a->settled()) return;
+  stopNow(exit_status_);
 }
 
 void Worker::stopNow(int status) {

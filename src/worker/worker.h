@@ -31,7 +31,6 @@
 #pragma once
 
 #include <event2/event.h>
-#include <event2/listener.h>
 
 #include <cstdint>
 #include <list>
@@ -42,6 +41,7 @@
 
 #include "admission/context.h"
 #include "admission/saturation_log.h"
+#include "worker/acceptor.h"
 #include "worker/access_log.h"
 #include "worker/context.h"
 #include "worker/host.h"
@@ -77,10 +77,10 @@ class Worker final : public ConnectionHost {
   void connectionClosed(ClientConnection* connection) override;
 
  private:
-  static void onAccept(evconnlistener* listener, evutil_socket_t fd, sockaddr* addr, int len, void* arg);
-  static void onAdminAccept(evconnlistener* listener, evutil_socket_t fd, sockaddr* addr, int len, void* arg);
-  void accept(evutil_socket_t fd, sockaddr* addr, bool admin_listener);
-  static void onAcceptError(evconnlistener* listener, void* arg);
+  static void onAccept(Acceptor& from, int fd, sockaddr* addr, void* arg);
+  static void onAcceptFailed(Acceptor& from, int err, void* arg);
+  static void onAcceptSettled(Acceptor& from, void* arg);
+  void accept(int fd, sockaddr* addr, bool admin_listener);
   static void onAcceptResume(evutil_socket_t, short, void* arg);
   static void onFullSweep(evutil_socket_t, short, void* arg);
   static void onSignal(evutil_socket_t sig, short, void* arg);
@@ -107,11 +107,15 @@ class Worker final : public ConnectionHost {
   // wake-up's walk may stop at the first ticket still waiting (ticket_order.h).
   bool numbersInLineOrder() const;
   void stopNow(int status);
+  // A draining worker stops once no connection is left and no accept can
+  // still hand it one.
+  void stopIfDrained();
   // -max-connections: at the limit the worker stops accepting; while it
   // stays there, what waits for it in the backlog is refused once a second.
   void becomeFull();
   void refuseWaiting();
   void enableAccepting();
+  void disableAccepting();
   bool trustedPeer(const std::string& peer) const;  // in -trusted-proxies
 
   WorkerContext context_;
@@ -120,7 +124,7 @@ class Worker final : public ConnectionHost {
   admission::SaturationLog saturation_;
   admission::AdmissionContext admission_;
   event_base* base_ = nullptr;
-  std::vector<evconnlistener*> listeners_;
+  std::vector<std::unique_ptr<Acceptor>> acceptors_;
   std::vector<event*> events_;  // signals and timers freed at exit
   event* wake_ = nullptr;
   event* control_ = nullptr;

@@ -9,14 +9,21 @@ binary and a fake origin.
          io_uring descriptor: every socket goes through epoll;
   and on every path a 1 MiB body comes back byte for byte, a request body
   goes through, and keep-alive connections on both sides carry many
-  requests.
+  requests. On both paths new connections reach every worker, and a stream
+  of new connections, one request each, loses none across reloads: a draining worker stops accepting (on the
+  ring: its accept is cancelled), and a connection the kernel
+  accepted for it just before is still served.
 """
 import http.client
 import os
+import re
+import signal
+import socket
 import subprocess
+import threading
 import unittest
 
-from concert_harness import BIN, Concert, TEST_SECRET
+from concert_harness import BIN, Concert, TEST_SECRET, owner_pid, wait_for
 from fake_origin import FakeOrigin, pattern
 
 
@@ -97,6 +104,82 @@ class IoPathTest(unittest.TestCase):
                                   env=env, capture_output=True, timeout=30)
             self.assertNotEqual(proc.returncode, 0)
             self.assertIn(b"-io-uring on:", proc.stderr)
+
+    def connections_reach_every_worker(self, mode):
+        with Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode, "-workers", "2"],
+                     env={"CONCERT_IO_URING": mode}) as c:
+            workers = set(c.worker_pids())
+            self.assertEqual(len(workers), 2)
+            took = {}
+            for _ in range(60):
+                # One at a time, each served before the next: whoever waits
+                # in accept gets it, nothing else spreads them.
+                with socket.create_connection(("127.0.0.1", c.port), timeout=10) as s:
+                    pid = wait_for(lambda: owner_pid(c, s.getsockname()[1]), timeout=5)
+                    self.assertIn(pid, workers)
+                    took[pid] = took.get(pid, 0) + 1
+                    s.sendall(b"GET /spread HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    reply = b""
+                    while True:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            break
+                        reply += chunk
+                    self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+            self.assertEqual(set(took), workers, took)
+            self.assertGreaterEqual(min(took.values()), 10, took)
+
+    def test_connections_reach_every_worker_on_io_uring(self):
+        if not self.ring_available():
+            self.skipTest("the kernel refuses io_uring")
+        self.connections_reach_every_worker("on")
+
+    def test_connections_reach_every_worker_on_epoll(self):
+        self.connections_reach_every_worker("off")
+
+    def reloads_lose_no_new_connection(self, mode):
+        c = Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode, "-workers", "2"],
+                    env={"CONCERT_IO_URING": mode})
+        with c:
+            stop = threading.Event()
+            counts = {"ok": 0, "failed": []}
+
+            def client():
+                while not stop.is_set():
+                    try:
+                        status, _, body = c.get("/fresh", headers={"Connection": "close"}, timeout=10)
+                        if status == 200 and body == b"ok":
+                            counts["ok"] += 1
+                        else:
+                            counts["failed"].append("%d %r" % (status, body[:80]))
+                    except Exception as e:  # a connection closed or reset without its response
+                        counts["failed"].append(repr(e))
+
+            threads = [threading.Thread(target=client, daemon=True) for _ in range(4)]
+            for t in threads:
+                t.start()
+            try:
+                self.assertTrue(wait_for(lambda: counts["ok"] > 50, timeout=10))
+                for generation in range(2, 7):
+                    c.signal(signal.SIGHUP)
+                    self.assertTrue(wait_for(
+                        lambda: "reload accepted: generation %d" % generation in c.log(), timeout=10), c.log())
+                    base = counts["ok"]
+                    self.assertTrue(wait_for(lambda: counts["ok"] > base + 50, timeout=10))
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(15)
+            self.assertEqual(counts["failed"], [], c.log())
+            self.assertTrue(wait_for(lambda: re.search(r"generation 5 drained", c.log()), timeout=15), c.log())
+
+    def test_reloads_lose_no_new_connection_on_io_uring(self):
+        if not self.ring_available():
+            self.skipTest("the kernel refuses io_uring")
+        self.reloads_lose_no_new_connection("on")
+
+    def test_reloads_lose_no_new_connection_on_epoll(self):
+        self.reloads_lose_no_new_connection("off")
 
     def test_a_bad_value_names_the_setting(self):
         env = dict(os.environ, CONCERT_ADMIT_SECRET=TEST_SECRET)

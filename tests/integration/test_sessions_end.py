@@ -12,42 +12,9 @@ import socket
 import time
 import unittest
 
-from concert_harness import Concert, header, headers_all, set_cookies, wait_for
+from concert_harness import Concert, header, headers_all, owner_pid, set_cookies, wait_for
 from fake_origin import FakeOrigin
 from room import mint_pass, pass_id, with_pass
-
-
-def server_socket_inode(concert_port, client_port):
-    """The inode of Concert's side of the loopback connection from client_port, or None while it has
-    none (0: still in the listen queue, not accepted by a worker yet)."""
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            fields = line.split()
-            local_port = int(fields[1].split(":")[1], 16)
-            remote_port = int(fields[2].split(":")[1], 16)
-            if local_port == concert_port and remote_port == client_port and fields[9] != "0":
-                return fields[9]
-    return None
-
-
-def owner_pid(concert, client_port):
-    """The pid of the worker that accepted the connection from client_port, or None."""
-    inode = server_socket_inode(concert.port, client_port)
-    if inode is None:
-        return None
-    target = "socket:[%s]" % inode
-    for pid in concert.worker_pids():
-        try:
-            fds = os.listdir("/proc/%d/fd" % pid)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == target:
-                    return pid
-            except OSError:
-                continue
-    return None
 
 
 class Connection:

@@ -296,6 +296,39 @@ def raw_exchange(port, data, timeout=5, read_until_close=True):
         s.close()
 
 
+def server_socket_inode(concert_port, client_port):
+    """The inode of Concert's side of the loopback connection from client_port, or None while it has
+    none (0: still in the listen queue, not accepted by a worker yet)."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].split(":")[1], 16)
+            remote_port = int(fields[2].split(":")[1], 16)
+            if local_port == concert_port and remote_port == client_port and fields[9] != "0":
+                return fields[9]
+    return None
+
+
+def owner_pid(concert, client_port):
+    """The pid of the worker that accepted the connection from client_port, or None."""
+    inode = server_socket_inode(concert.port, client_port)
+    if inode is None:
+        return None
+    target = "socket:[%s]" % inode
+    for pid in concert.worker_pids():
+        try:
+            fds = os.listdir("/proc/%d/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == target:
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
 def wait_for(predicate, timeout=5, interval=0.02):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -19,37 +19,11 @@
 #include <string>
 
 #include "worker/stream.h"
+#include "test_loop.h"
 
 using namespace concert::worker;
 
 namespace {
-
-// Which data path this run of the test case takes.
-bool ringPath() {
-  bool ring = false;
-  SUBCASE("epoll") {}
-  SUBCASE("io_uring") { ring = true; }
-  return ring;
-}
-
-struct Loop {
-  event_base* base = event_base_new();
-  bool ring = false;  // the io_uring runs (declared first, so streams go before it stops)
-  Loop() {
-    if (!ringPath()) return;
-    std::string error;
-    ring = Stream::startRing(base, &error);
-    if (!ring) MESSAGE("io_uring unavailable, the case runs on epoll: ", error);
-  }
-  ~Loop() {
-    Stream::stopRing();
-    event_base_free(base);
-  }
-  // Runs the loop until `done` holds or `turns` iterations passed.
-  void runUntil(const std::function<bool()>& done, int turns = 2000) {
-    for (int i = 0; i < turns && !done(); ++i) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-  }
-};
 
 struct Pair {
   int ours = -1;
