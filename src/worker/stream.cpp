@@ -21,15 +21,26 @@
 
 namespace concert::worker {
 
-void enableKeepAlive(int fd) {
+namespace {
+
+// false when the socket refused one of the options.
+bool enableKeepAlive(int fd) {
   int one = 1;
   int idle = kKeepAliveIdleSeconds;
   int interval = kKeepAliveIntervalSeconds;
   int count = kKeepAliveProbes;
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  bool ok = setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) == 0;
+  ok = setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) == 0 && ok;
+  ok = setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval) == 0 && ok;
+  return setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count) == 0 && ok;
+}
+
+}  // namespace
+
+bool setConnectionOptions(int fd) {
+  int one = 1;  // messages are written whole; small ones must not wait for Nagle
+  const bool nodelay = setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
+  return enableKeepAlive(fd) && nodelay;
 }
 
 namespace {
@@ -414,9 +425,7 @@ bool Stream::connect(const sockaddr* addr, socklen_t len, SSL* ssl, Millis timeo
     close();
     return false;
   }
-  int one = 1;  // requests are written whole; small ones must not wait for Nagle
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  enableKeepAlive(fd_);
+  setConnectionOptions(fd_);
   if (::connect(fd_, addr, len) < 0 && errno != EINPROGRESS) {
     error->assign("connect: ").append(std::strerror(errno));
     close();

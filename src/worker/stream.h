@@ -56,7 +56,10 @@ struct RingOp;
 constexpr int kKeepAliveIdleSeconds = 60;
 constexpr int kKeepAliveIntervalSeconds = 10;
 constexpr int kKeepAliveProbes = 5;
-void enableKeepAlive(int fd);
+// TCP_NODELAY and keep-alive, on client and origin connections; a
+// listening socket with them hands them down to every connection it
+// accepts (Linux), which then needs no call of its own.
+bool setConnectionOptions(int fd);
 
 // Contiguous bytes with a consumed prefix: data() .. data()+size() is unread.
 class Buffer {

@@ -80,7 +80,11 @@ class Worker final : public ConnectionHost {
   static void onAccept(Acceptor& from, int fd, sockaddr* addr, void* arg);
   static void onAcceptFailed(Acceptor& from, int err, void* arg);
   static void onAcceptSettled(Acceptor& from, void* arg);
-  void accept(int fd, sockaddr* addr, bool admin_listener);
+  struct Listener {
+    bool admin = false;      // the admin listener: /_room/ only
+    bool inherited = false;  // accepted sockets inherit the connection options
+  };
+  void accept(int fd, sockaddr* addr, const Listener& from);
   static void onAcceptResume(evutil_socket_t, short, void* arg);
   static void onFullSweep(evutil_socket_t, short, void* arg);
   static void onSignal(evutil_socket_t sig, short, void* arg);
@@ -124,7 +128,8 @@ class Worker final : public ConnectionHost {
   admission::SaturationLog saturation_;
   admission::AdmissionContext admission_;
   event_base* base_ = nullptr;
-  std::vector<std::unique_ptr<Acceptor>> acceptors_;
+  std::vector<std::unique_ptr<Acceptor>> acceptors_;  // tag: index in listeners_
+  std::vector<Listener> listeners_;
   std::vector<event*> events_;  // signals and timers freed at exit
   event* wake_ = nullptr;
   event* control_ = nullptr;

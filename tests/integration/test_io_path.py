@@ -9,11 +9,14 @@ binary and a fake origin.
          io_uring descriptor: every socket goes through epoll;
   and on every path a 1 MiB body comes back byte for byte, a request body
   goes through, and keep-alive connections on both sides carry many
-  requests. On both paths new connections reach every worker, and a stream
+  requests. On both paths accepted connections carry TCP_NODELAY and
+  TCP keep-alive (handed down from the listening socket), new connections
+  reach every worker, and a stream
   of new connections, one request each, loses none across reloads: a draining worker stops accepting (on the
   ring: its accept is cancelled), and a connection the kernel
   accepted for it just before is still served.
 """
+import ctypes
 import http.client
 import os
 import re
@@ -23,7 +26,31 @@ import subprocess
 import threading
 import unittest
 
-from concert_harness import BIN, Concert, TEST_SECRET, owner_pid, wait_for
+from concert_harness import BIN, Concert, TEST_SECRET, owner_pid, server_socket_inode, wait_for
+
+SYS_PIDFD_GETFD = 438  # x86-64 and arm64
+
+
+def worker_socket(concert, client_port):
+    """A duplicate, in this process, of the worker's end of the connection from client_port."""
+    pid = owner_pid(concert, client_port)
+    target = "socket:[%s]" % server_socket_inode(concert.port, client_port)
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != target:
+                continue
+        except OSError:
+            continue
+        pidfd = os.pidfd_open(pid)
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            dup = libc.syscall(SYS_PIDFD_GETFD, pidfd, int(fd), 0)
+            if dup < 0:
+                raise OSError(ctypes.get_errno(), "pidfd_getfd")
+            return socket.socket(fileno=dup)
+        finally:
+            os.close(pidfd)
+    return None
 from fake_origin import FakeOrigin, pattern
 
 
@@ -104,6 +131,30 @@ class IoPathTest(unittest.TestCase):
                                   env=env, capture_output=True, timeout=30)
             self.assertNotEqual(proc.returncode, 0)
             self.assertIn(b"-io-uring on:", proc.stderr)
+
+    def accepted_connections_carry_their_options(self, mode):
+        with Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode],
+                     env={"CONCERT_IO_URING": mode}) as c:
+            for _ in range(4):
+                with socket.create_connection(("127.0.0.1", c.port), timeout=10) as client:
+                    port = client.getsockname()[1]
+                    self.assertTrue(wait_for(lambda: owner_pid(c, port), timeout=5))
+                    theirs = worker_socket(c, port)
+                    self.assertIsNotNone(theirs)
+                    with theirs:
+                        self.assertEqual(theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 1)
+                        self.assertEqual(theirs.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE), 1)
+                        self.assertEqual(theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE), 60)
+                        self.assertEqual(theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL), 10)
+                        self.assertEqual(theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT), 5)
+
+    def test_accepted_connections_carry_their_options_on_io_uring(self):
+        if not self.ring_available():
+            self.skipTest("the kernel refuses io_uring")
+        self.accepted_connections_carry_their_options("on")
+
+    def test_accepted_connections_carry_their_options_on_epoll(self):
+        self.accepted_connections_carry_their_options("off")
 
     def connections_reach_every_worker(self, mode):
         with Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode, "-workers", "2"],
