@@ -193,8 +193,8 @@ bool setUpRing(io_uring* uring, std::string* error) {
   if (!probe) {
     missing = "the operation probe";
   } else {
-    for (int op : {IORING_OP_RECV, IORING_OP_SEND, IORING_OP_ASYNC_CANCEL, IORING_OP_ACCEPT})
-      if (!io_uring_opcode_supported(probe, op)) missing = "recv, send, accept or cancel";
+    for (int op : {IORING_OP_RECV, IORING_OP_SEND, IORING_OP_ASYNC_CANCEL, IORING_OP_ACCEPT, IORING_OP_CLOSE})
+      if (!io_uring_opcode_supported(probe, op)) missing = "recv, send, accept, close or cancel";
     io_uring_free_probe(probe);
   }
   if (missing) {
@@ -465,7 +465,15 @@ void Stream::close() {
     ssl_ = nullptr;
   }
   if (fd_ >= 0) {
-    ::close(fd_);
+    // On the ring the close goes out with the iteration's other operations.
+    io_uring_sqe* sqe = ring_ && ringRunning() ? takeSqe() : nullptr;
+    if (sqe) {
+      io_uring_prep_close(sqe, fd_);
+      io_uring_sqe_set_data64(sqe, 0);
+      activateFlush(ring().base);
+    } else {
+      ::close(fd_);
+    }
     fd_ = -1;
   }
   in_.release();
@@ -562,6 +570,10 @@ void Stream::setReadLimit(size_t limit) {
   if (was_full && in_.size() < read_limit_ && readable_ && read_enabled_ && ev_) event_active(ev_, EV_READ, 0);
 }
 
+// A system call on both paths: the ring runs a shutdown in a kernel worker
+// thread, where it could come after a close submitted behind it, and a
+// close with the FIN not yet sent may reset the connection before the peer
+// has read the response.
 void Stream::shutdownWrite() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
 }
