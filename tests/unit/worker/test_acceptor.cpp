@@ -87,6 +87,23 @@ void closeAll(std::vector<int>& fds) {
   fds.clear();
 }
 
+// A loop, a listening socket and an acceptor on it (tag 0) that records
+// what it is told.
+struct Rig {
+  Loop loop;
+  Listener l;
+  Recorder r;
+  Acceptor a{loop.base, l.fd, 0, Recorder::callbacks(), &r};
+  // Started, with its first accept submitted.
+  void start() {
+    REQUIRE(a.start());
+    turns(5);
+  }
+  void turns(int n) {
+    loop.runUntil([] { return false; }, n);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("an acceptor hands over every connection with its peer's address") {
@@ -106,19 +123,14 @@ TEST_CASE("an acceptor hands over every connection with its peer's address") {
   closeAll(clients);
 }
 
-TEST_CASE("a disabled acceptor leaves connections in the backlog and takes them again when enabled") {
-  Loop loop;
-  Listener l;
-  Recorder r;
-  Acceptor a(loop.base, l.fd, 0, Recorder::callbacks(), &r);
-  REQUIRE(a.start());
-  loop.runUntil([] { return false; }, 5);
+TEST_CASE_FIXTURE(Rig, "a disabled acceptor leaves connections in the backlog and takes them again when enabled") {
+  start();
   a.disable();
   loop.runUntil([&] { return a.settled(); });
   CHECK(a.settled());
   CHECK(r.settled == (loop.ring ? 1 : 0));  // epoll: nothing is in flight to settle
   std::vector<int> clients = connectMany(l, 5);
-  loop.runUntil([] { return false; }, 50);
+  turns(50);
   CHECK(r.fds.empty());
   CHECK(l.drainBacklog() == 5);  // still there for another worker
 
@@ -131,16 +143,11 @@ TEST_CASE("a disabled acceptor leaves connections in the backlog and takes them 
   closeAll(more);
 }
 
-TEST_CASE("enabling again before a cancellation completes keeps accepting") {
-  Loop loop;
-  Listener l;
-  Recorder r;
-  Acceptor a(loop.base, l.fd, 0, Recorder::callbacks(), &r);
-  REQUIRE(a.start());
-  loop.runUntil([] { return false; }, 5);
+TEST_CASE_FIXTURE(Rig, "enabling again before a cancellation completes keeps accepting") {
+  start();
   a.disable();
   a.enable();  // the same loop turn: the cancel has not gone out yet
-  loop.runUntil([] { return false; }, 5);
+  turns(5);
   std::vector<int> clients = connectMany(l, 4);
   loop.runUntil([&] { return r.fds.size() == 4; });
   CHECK(r.fds.size() == 4);
@@ -148,31 +155,22 @@ TEST_CASE("enabling again before a cancellation completes keeps accepting") {
   closeAll(clients);
 }
 
-TEST_CASE("disabling from the accept callback stops after that connection") {
-  Loop loop;
-  Listener l;
-  Recorder r;
-  Acceptor a(loop.base, l.fd, 0, Recorder::callbacks(), &r);
+TEST_CASE_FIXTURE(Rig, "disabling from the accept callback stops after that connection") {
   r.disable_on_accept = &a;
-  REQUIRE(a.start());
-  loop.runUntil([] { return false; }, 5);
+  start();
   std::vector<int> first = connectMany(l, 1);
   loop.runUntil([&] { return a.settled(); });
   REQUIRE(r.fds.size() == 1);
   std::vector<int> later = connectMany(l, 3);
-  loop.runUntil([] { return false; }, 50);
+  turns(50);
   CHECK(r.fds.size() == 1);
   CHECK(l.drainBacklog() == 3);
   closeAll(first);
   closeAll(later);
 }
 
-TEST_CASE("disabling settles after the loop's last stream is gone") {
+TEST_CASE_FIXTURE(Rig, "disabling settles after the loop's last stream is gone") {
   // The flush that submits the cancellation outlives the streams that used it.
-  Loop loop;
-  Listener l;
-  Recorder r;
-  Acceptor a(loop.base, l.fd, 0, Recorder::callbacks(), &r);
   REQUIRE(a.start());
   int fds[2];
   REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
