@@ -10,6 +10,8 @@ a fake origin (one worker, so its RSS is the connections'):
   slow readers          200 clients that ask for 64 MiB and never read: the worker's RSS grows by less than
                         two 16 KiB blocks per connection plus the connection itself (64 KiB allowed), where
                         buffers that grow by doubling toward the old 256 KiB mark took over 350 KiB
+  both data paths       the two memory bounds hold on the default data path (io_uring where the kernel
+                        allows it) and on epoll (-io-uring off)
 
 Memory is read from /proc/PID/status (VmRSS) once the connections have settled; no timing is asserted.
 Traffic goes to 127.0.0.1 only; only processes started here are signalled, by pid.
@@ -104,9 +106,14 @@ class LeanTest(unittest.TestCase):
         if soft < 4096 <= hard:
             resource.setrlimit(resource.RLIMIT_NOFILE, (4096, hard))
 
-    def concert(self, *args):
+    def concert(self, *args, io_path=None):
+        # io_path: "off" or "on" for one data path (flag and variable agree, so a
+        # run with CONCERT_IO_URING set still gets the path asked for); None for
+        # the default.
+        env = {"CONCERT_IO_URING": io_path} if io_path else None
+        path_args = ["-io-uring", io_path] if io_path else []
         c = Concert(["-upstream", self.origin.url, "-cap", "1", "-queue-hold", "60s",
-                     "-client-header-timeout", "60s"] + list(args), workers=1)
+                     "-client-header-timeout", "60s"] + path_args + list(args), workers=1, env=env)
         c.start()
         self.addCleanup(c.stop)
         return c
@@ -197,7 +204,13 @@ class LeanTest(unittest.TestCase):
         self.assertEqual(posted[0]["body"], body)
 
     def test_waiting_connections_that_pipeline_cost_little(self):
-        c = self.concert("-max-queue", "1000")
+        self.waiting_connections_that_pipeline_cost_little(None)
+
+    def test_waiting_connections_that_pipeline_cost_little_on_epoll(self):
+        self.waiting_connections_that_pipeline_cost_little("off")
+
+    def waiting_connections_that_pipeline_cost_little(self, io_path):
+        c = self.concert("-max-queue", "1000", io_path=io_path)
         self.hold_the_slot(c)
         worker = c.worker_pids()[0]
         before = settled_rss(worker)
@@ -214,7 +227,13 @@ class LeanTest(unittest.TestCase):
         self.assertLess(per, 8 * 1024, "%.0f bytes of worker RSS per waiting connection that pipelined" % per)
 
     def test_slow_readers_cost_two_blocks_each(self):
-        c = self.concert("-bypass", "/big", "-send-timeout", "10m", "-max-connections", "1000")
+        self.slow_readers_cost_two_blocks_each(None)
+
+    def test_slow_readers_cost_two_blocks_each_on_epoll(self):
+        self.slow_readers_cost_two_blocks_each("off")
+
+    def slow_readers_cost_two_blocks_each(self, io_path):
+        c = self.concert("-bypass", "/big", "-send-timeout", "10m", "-max-connections", "1000", io_path=io_path)
         worker = c.worker_pids()[0]
         before = settled_rss(worker)
         conns = []
