@@ -10,8 +10,9 @@ binary and a fake origin.
   and on every path a 1 MiB body comes back byte for byte, a request body
   goes through, and keep-alive connections on both sides carry many
   requests. On both paths accepted connections carry TCP_NODELAY and
-  TCP keep-alive (handed down from the listening socket), new connections
-  reach every worker, and a stream
+  TCP keep-alive (handed down from the listening socket), a worker out of
+  descriptors pauses accepting and later serves the connections that
+  waited in the backlog, new connections reach every worker, and a stream
   of new connections, one request each, loses none across reloads: a draining worker stops accepting (on the
   ring: its accept is cancelled), and a connection the kernel
   accepted for it just before is still served.
@@ -20,6 +21,7 @@ import ctypes
 import http.client
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -155,6 +157,44 @@ class IoPathTest(unittest.TestCase):
 
     def test_accepted_connections_carry_their_options_on_epoll(self):
         self.accepted_connections_carry_their_options("off")
+
+    def out_of_descriptors_loses_nothing(self, mode):
+        with Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode], workers=1,
+                     env={"CONCERT_IO_URING": mode}) as c:
+            worker = c.worker_pids()[0]
+            c.get("/warm")  # the origin connection exists before the limit
+            open_now = len(os.listdir("/proc/%d/fd" % worker))
+            room = 6
+            soft, hard = resource.prlimit(worker, resource.RLIMIT_NOFILE)
+            resource.prlimit(worker, resource.RLIMIT_NOFILE, (open_now + room, hard))
+            c.get("/rearm")  # an accept on the ring takes the limit when it is submitted
+            clients = [socket.create_connection(("127.0.0.1", c.port), timeout=10) for _ in range(room + 6)]
+            try:
+                self.assertTrue(wait_for(lambda: "pausing accepts" in c.log(), timeout=10), c.log())
+                # Room again: every client, accepted or waiting in the backlog, gets its answer.
+                resource.prlimit(worker, resource.RLIMIT_NOFILE, (soft, hard))
+                for s in clients:
+                    s.sendall(b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                for s in clients:
+                    reply = b""
+                    while True:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            break
+                        reply += chunk
+                    self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+            finally:
+                for s in clients:
+                    s.close()
+            self.assertEqual(c.worker_pids(), [worker])
+
+    def test_out_of_descriptors_loses_nothing_on_io_uring(self):
+        if not self.ring_available():
+            self.skipTest("the kernel refuses io_uring")
+        self.out_of_descriptors_loses_nothing("on")
+
+    def test_out_of_descriptors_loses_nothing_on_epoll(self):
+        self.out_of_descriptors_loses_nothing("off")
 
     def connections_reach_every_worker(self, mode):
         with Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode, "-workers", "2"],
