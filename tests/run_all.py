@@ -45,7 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCTEST_RE = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed")
 PYSUITE_RE = re.compile(r"^PYSUITE passed=(\d+) failed=(\d+) skipped=(\d+)$", re.M)
 SERIAL_RE = re.compile(r"^SERIAL\s*=\s*['\"](.+)['\"]\s*$", re.M)
-DEFAULT_JOBS = 7  # the suites mostly wait on timers and sockets: 7 keep two cores busy
+DEFAULT_JOBS = 8  # the suites mostly wait on timers and sockets: 8 keep two cores busy
 EPOLL_RERUN = ("test_proxy.py", "test_smuggling.py", "test_bounds.py", "test_connection_limit.py")
 EPOLL_ENV = {"CONCERT_IO_URING": "off"}
 
