@@ -878,6 +878,7 @@ void Stream::stopRing() {
   if (!r.running) return;
   event_free(r.ev);
   r.ev = nullptr;
+  io_uring_submit(&r.uring);      // closes of streams that went last
   io_uring_queue_exit(&r.uring);  // cancels what is still in flight
   ::close(r.efd);
   r.efd = -1;

@@ -89,15 +89,15 @@ bool Worker::setUp() {
     LOG_WARN("upstream %s: %s (requests get 502 until it resolves)", cfg.upstream.raw.c_str(), error.c_str());
 
   const Acceptor::Callbacks callbacks{&Worker::onAccept, &Worker::onAcceptFailed, &Worker::onAcceptSettled};
-  auto listen = [&](int fd, bool admin) {
+  auto addListener = [&](int fd, bool admin) {
     // Set once on the listening socket, the options come with every
     // connection it accepts: five system calls fewer per new connection.
     listeners_.push_back({admin, setConnectionOptions(fd)});
     acceptors_.push_back(
         std::make_unique<Acceptor>(base_, fd, static_cast<int>(listeners_.size() - 1), callbacks, this));
   };
-  for (int fd : context_.listen_fds) listen(fd, false);
-  for (int fd : context_.admin_listen_fds) listen(fd, true);
+  for (int fd : context_.listen_fds) addListener(fd, false);
+  for (int fd : context_.admin_listen_fds) addListener(fd, true);
   for (auto& a : acceptors_) {
     if (!a->start()) {
       LOG_ERROR("worker: cannot listen on fd %d", a->fd());

@@ -368,3 +368,22 @@ TEST_CASE("Stream: a stream closed with a send stuck in flight leaves the bytes 
   loop.runUntil([] { return false; }, 50);
   CHECK(rec.events == 0);
 }
+
+TEST_CASE("Stream: a close reaches the peer, also when the loop stops right after it") {
+  Loop loop;
+  Pair pair;
+  Pair other;
+  auto s = std::make_unique<Stream>(loop.base);
+  REQUIRE(s->attach(pair.ours));
+  s->close();
+  loop.runUntil([] { return false; }, 5);
+  char byte;
+  CHECK(read(pair.theirs, &byte, 1) == 0);  // EOF: the socket is closed
+
+  // The last thing before the loop stops: nothing turns the loop again.
+  Stream t(loop.base);
+  REQUIRE(t.attach(other.ours));
+  t.close();
+  Stream::stopRing();
+  CHECK(read(other.theirs, &byte, 1) == 0);
+}
