@@ -29,7 +29,8 @@
 // buffer the kernel picks from a ring shared by every stream when they
 // arrive (an idle connection holds none), and the end-of-iteration flush
 // queues one send per dirty stream; the flush submits everything prepared in
-// the iteration with one io_uring_enter. Completions come back through the
+// the iteration with one io_uring_enter (a stream's close too, and the
+// listeners' accepts: acceptor.h). Completions come back through the
 // ring's eventfd, watched by the loop. The bytes of a send in flight belong
 // to its operation record, which outlives a stream closed meanwhile. TLS
 // streams stay on epoll readiness (OpenSSL drives their socket itself), and
