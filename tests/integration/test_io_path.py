@@ -29,6 +29,7 @@ import threading
 import unittest
 
 from concert_harness import BIN, Concert, TEST_SECRET, owner_pid, server_socket_inode, wait_for
+from test_bounds import read_until_closed
 
 SYS_PIDFD_GETFD = 438  # x86-64 and arm64
 
@@ -101,6 +102,14 @@ class IoPathTest(unittest.TestCase):
         with self.concert("auto") as c:
             return "data path: io_uring" in c.log()
 
+    def each_path(self, check):
+        """check("off"), then check("on") where the kernel allows io_uring."""
+        with self.subTest(io_uring="off"):
+            check("off")
+        if self.ring_available():
+            with self.subTest(io_uring="on"):
+                check("on")
+
     def test_off_runs_epoll(self):
         with self.concert("off") as c:
             self.traffic(c)
@@ -150,13 +159,8 @@ class IoPathTest(unittest.TestCase):
                         self.assertEqual(theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL), 10)
                         self.assertEqual(theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT), 5)
 
-    def test_accepted_connections_carry_their_options_on_io_uring(self):
-        if not self.ring_available():
-            self.skipTest("the kernel refuses io_uring")
-        self.accepted_connections_carry_their_options("on")
-
-    def test_accepted_connections_carry_their_options_on_epoll(self):
-        self.accepted_connections_carry_their_options("off")
+    def test_accepted_connections_carry_their_options(self):
+        self.each_path(self.accepted_connections_carry_their_options)
 
     def out_of_descriptors_loses_nothing(self, mode):
         with Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode], workers=1,
@@ -176,25 +180,15 @@ class IoPathTest(unittest.TestCase):
                 for s in clients:
                     s.sendall(b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 for s in clients:
-                    reply = b""
-                    while True:
-                        chunk = s.recv(65536)
-                        if not chunk:
-                            break
-                        reply += chunk
-                    self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+                    reply = read_until_closed(s, 10)
+                    self.assertTrue(reply and reply.startswith(b"HTTP/1.1 200"), reply and reply[:200])
             finally:
                 for s in clients:
                     s.close()
             self.assertEqual(c.worker_pids(), [worker])
 
-    def test_out_of_descriptors_loses_nothing_on_io_uring(self):
-        if not self.ring_available():
-            self.skipTest("the kernel refuses io_uring")
-        self.out_of_descriptors_loses_nothing("on")
-
-    def test_out_of_descriptors_loses_nothing_on_epoll(self):
-        self.out_of_descriptors_loses_nothing("off")
+    def test_out_of_descriptors_loses_nothing(self):
+        self.each_path(self.out_of_descriptors_loses_nothing)
 
     def connections_reach_every_worker(self, mode):
         with Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode, "-workers", "2"],
@@ -210,23 +204,13 @@ class IoPathTest(unittest.TestCase):
                     self.assertIn(pid, workers)
                     took[pid] = took.get(pid, 0) + 1
                     s.sendall(b"GET /spread HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                    reply = b""
-                    while True:
-                        chunk = s.recv(65536)
-                        if not chunk:
-                            break
-                        reply += chunk
-                    self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+                    reply = read_until_closed(s, 10)
+                    self.assertTrue(reply and reply.startswith(b"HTTP/1.1 200"), reply and reply[:200])
             self.assertEqual(set(took), workers, took)
             self.assertGreaterEqual(min(took.values()), 10, took)
 
-    def test_connections_reach_every_worker_on_io_uring(self):
-        if not self.ring_available():
-            self.skipTest("the kernel refuses io_uring")
-        self.connections_reach_every_worker("on")
-
-    def test_connections_reach_every_worker_on_epoll(self):
-        self.connections_reach_every_worker("off")
+    def test_connections_reach_every_worker(self):
+        self.each_path(self.connections_reach_every_worker)
 
     def reloads_lose_no_new_connection(self, mode):
         c = Concert(["-upstream", self.origin.url, "-cap", "50", "-io-uring", mode, "-workers", "2"],
@@ -264,13 +248,8 @@ class IoPathTest(unittest.TestCase):
             self.assertEqual(counts["failed"], [], c.log())
             self.assertTrue(wait_for(lambda: re.search(r"generation 5 drained", c.log()), timeout=15), c.log())
 
-    def test_reloads_lose_no_new_connection_on_io_uring(self):
-        if not self.ring_available():
-            self.skipTest("the kernel refuses io_uring")
-        self.reloads_lose_no_new_connection("on")
-
-    def test_reloads_lose_no_new_connection_on_epoll(self):
-        self.reloads_lose_no_new_connection("off")
+    def test_reloads_lose_no_new_connection(self):
+        self.each_path(self.reloads_lose_no_new_connection)
 
     def test_a_bad_value_names_the_setting(self):
         env = dict(os.environ, CONCERT_ADMIT_SECRET=TEST_SECRET)
