@@ -68,3 +68,29 @@ stop_pid() {
   fi
   rm -f "$file"
 }
+
+# config_pid PIDFILE CONF NEWTEXT: writes NEWTEXT to the daemon's configuration file CONF and
+# prints the pid of the daemon still running on it (pid in PIDFILE, CONF on its command line),
+# or nothing. A daemon whose CONF held other text is stopped first (TERM, KILL after 20 s), so
+# that the caller starts it anew on the new text.
+config_pid() {
+  local file=$1 conf=$2 text=$3 pid
+  pid=$(live_pid "$file" "$conf" || true)
+  if [ -n "$pid" ] && [ "$(cat "$conf" 2>/dev/null)" != "$text" ]; then
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_for 20 sh -c "! kill -0 $pid" || kill -KILL "$pid" 2>/dev/null || true
+    pid=""
+  fi
+  printf '%s\n' "$text" >"$conf"
+  echo "$pid"
+}
+
+# start_nginx PREFIX CONF LOGDIR PORT: starts nginx on CONF (its pid file in PREFIX), waits until
+# /nginx-status answers on PORT and prints its pid; fails otherwise.
+start_nginx() {
+  local prefix=$1 conf=$2 log=$3 port=$4
+  rm -f "$prefix/nginx.pid"
+  quiet timeout 30 nginx -p "$prefix" -c "$conf" -e "$log/nginx-error.log" || fail "nginx did not start (port $port taken?)"
+  wait_for 20 curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$port/nginx-status" || fail "nginx does not answer on $port"
+  live_pid "$prefix/nginx.pid" "$conf" || fail "nginx wrote no pid file"
+}

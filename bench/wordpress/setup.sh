@@ -182,13 +182,7 @@ php_admin_value[error_log] = $LOG/php-errors.log
 php_admin_flag[log_errors] = on
 EOF
 )
-FPM_PID=$(live_pid "$STATE/php-fpm.pid" "$FPM_CONF" || true)
-if [ -n "$FPM_PID" ] && [ "$(cat "$FPM_CONF" 2>/dev/null)" != "$NEWFPM" ]; then
-  kill -TERM "$FPM_PID" 2>/dev/null || true
-  wait_for 20 sh -c "! kill -0 $FPM_PID" || kill -KILL "$FPM_PID" 2>/dev/null || true
-  FPM_PID=""
-fi
-printf '%s\n' "$NEWFPM" >"$FPM_CONF"
+FPM_PID=$(config_pid "$STATE/php-fpm.pid" "$FPM_CONF" "$NEWFPM") || exit 1
 if [ -z "$FPM_PID" ]; then
   rm -f "$FPM_SOCK" "$STATE/php-fpm.pid"
   touch "$LOG/php-errors.log"
@@ -248,19 +242,8 @@ http {
 }
 EOF
 )
-NGX_PID=$(live_pid "$NGX/nginx.pid" "$NGX_CONF" || true)
-if [ -n "$NGX_PID" ] && [ "$(cat "$NGX_CONF" 2>/dev/null)" != "$NEWNGX" ]; then
-  kill -TERM "$NGX_PID" 2>/dev/null || true
-  wait_for 20 sh -c "! kill -0 $NGX_PID" || kill -KILL "$NGX_PID" 2>/dev/null || true
-  NGX_PID=""
-fi
-printf '%s\n' "$NEWNGX" >"$NGX_CONF"
-if [ -z "$NGX_PID" ]; then
-  rm -f "$NGX/nginx.pid"
-  quiet timeout 30 nginx -p "$NGX" -c "$NGX_CONF" -e "$LOG/nginx-error.log" || fail "nginx did not start (port $PORT taken?)"
-  wait_for 20 curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/nginx-status" || fail "nginx does not answer on $PORT"
-  NGX_PID=$(live_pid "$NGX/nginx.pid" "$NGX_CONF") || fail "nginx wrote no pid file"
-fi
+NGX_PID=$(config_pid "$NGX/nginx.pid" "$NGX_CONF" "$NEWNGX") || exit 1
+[ -n "$NGX_PID" ] || NGX_PID=$(start_nginx "$NGX" "$NGX_CONF" "$LOG" "$PORT") || exit 1
 
 # ------------------------------------------------------------------ WordPress install
 sql() { "${MYSQL[@]}" -N -B wordpress -e "$1"; }
